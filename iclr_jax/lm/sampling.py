@@ -1,0 +1,78 @@
+"""Token sampling: temperature, nucleus (top-p) filtering and a jit-friendly decode loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import chex
+import jax
+import jax.numpy as jnp
+
+
+def top_p_filter(logits: jax.Array, *, top_p: float) -> jax.Array:
+  """Keeps the smallest set of tokens whose probability reaches `top_p` (nucleus).
+
+  The most likely token is always kept; the rest are set to -inf.
+
+  Args:
+    logits: [..., vocab].
+    top_p: in (0, 1]; 1 keeps everything.
+
+  Returns:
+    [..., vocab] filtered logits.
+  """
+  if not 0.0 < top_p <= 1.0:
+    raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+  if top_p == 1.0:
+    return logits
+  sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]
+  probs = jax.nn.softmax(sorted_logits, axis=-1)
+  mass_before = jnp.cumsum(probs, axis=-1) - probs
+  # The threshold is the smallest kept logit: tokens whose preceding mass is < top_p.
+  kept = mass_before < top_p
+  threshold = jnp.min(jnp.where(kept, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+  return jnp.where(logits >= threshold, logits, -jnp.inf)
+
+
+def sample_logits(key: jax.Array, logits: jax.Array, *, temperature: float = 1.0,
+                  top_p: float = 1.0) -> jax.Array:
+  """Draws token ids from `logits` [..., vocab]; temperature 0 is greedy. Returns int32 [...]."""
+  if temperature < 0:
+    raise ValueError(f"temperature must be >= 0, got {temperature}")
+  if temperature == 0:
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  filtered = top_p_filter(logits.astype(jnp.float32) / temperature, top_p=top_p)
+  return jax.random.categorical(key, filtered, axis=-1).astype(jnp.int32)
+
+
+def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key: jax.Array,
+             *, num_tokens: int, temperature: float = 1.0, top_p: float = 1.0) -> jax.Array:
+  """Autoregressive sampling with a fixed-size buffer (one compile, `lax.fori_loop`).
+
+  Each step runs the causal model over the whole buffer; positions after the current one do
+  not influence it because attention is causal.
+
+  Args:
+    logits_fn: tokens int [batch, length] -> logits [batch, length, vocab] (causal).
+    prompt: int [batch, prompt_len], prompt_len >= 1.
+    key: PRNG key.
+    num_tokens: tokens to append.
+    temperature, top_p: see `sample_logits`.
+
+  Returns:
+    int32 [batch, prompt_len + num_tokens].
+  """
+  chex.assert_rank(prompt, 2)
+  b, p = prompt.shape
+  if p < 1 or num_tokens < 0:
+    raise ValueError(f"prompt must have >= 1 token and num_tokens >= 0, got prompt shape "
+                     f"{prompt.shape}, num_tokens={num_tokens}")
+  buf = jnp.zeros((b, p + num_tokens), jnp.int32).at[:, :p].set(prompt.astype(jnp.int32))
+
+  def body(i, buf):
+    logits = jax.lax.dynamic_index_in_dim(logits_fn(buf), p + i - 1, axis=1, keepdims=False)
+    tok = sample_logits(jax.random.fold_in(key, i), logits, temperature=temperature,
+                        top_p=top_p)
+    return jax.lax.dynamic_update_index_in_dim(buf, tok, p + i, axis=1)
+
+  return jax.lax.fori_loop(0, num_tokens, body, buf)

@@ -1,0 +1,160 @@
+"""Autoregressive transformer LM on real text: train, evaluate (nats/token, perplexity,
+bits/byte vs a unigram baseline) and sample. Entry point: `train_and_evaluate(config, workdir)`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from flax import nnx
+
+from iclr_jax import lm
+from iclr_jax.datasets.lm_batches import LMBatches, eval_windows
+from iclr_jax.datasets.text import load_corpus
+from iclr_jax.datasets.tokenizer import get_tokenizer
+from iclr_jax.errors import ConfigError
+from iclr_jax.nn.transformer import DecoderLM
+from iclr_jax.train import loop
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train import state as state_lib
+
+
+class LMData(NamedTuple):
+  tokenizer: Any
+  train: np.ndarray      # int32 [num_train_tokens]
+  validation: np.ndarray  # int32 [num_val_tokens]
+  tokens_per_byte: float  # validation tokens / validation UTF-8 bytes
+
+
+def load_data(data_config, workdir: str | None) -> LMData:
+  corpus = load_corpus(data_config.corpus, path=data_config.corpus_path or None)
+  tok = get_tokenizer(data_config.tokenizer, train_text=corpus.train,
+                      vocab_size=data_config.vocab_size, workdir=workdir,
+                      cache_dir=data_config.cache_dir or None,
+                      path=data_config.tokenizer_path or None)
+  train, val = tok.encode(corpus.train), tok.encode(corpus.validation)
+  return LMData(tok, train, val, len(val) / max(len(corpus.validation.encode("utf-8")), 1))
+
+
+def build_model(model_config, vocab_size: int, key: jax.Array) -> DecoderLM:
+  dtype = jnp.dtype(model_config.dtype)
+  return DecoderLM(vocab_size=vocab_size, d_model=model_config.d_model,
+                   num_layers=model_config.num_layers, num_heads=model_config.num_heads,
+                   mlp_ratio=model_config.mlp_ratio, norm=model_config.norm,
+                   attention=model_config.attention,
+                   tie_embeddings=model_config.tie_embeddings,
+                   rngs=nnx.Rngs(params=key), dtype=dtype)
+
+
+def model_functions(model_config, vocab_size: int):
+  """Returns `(init_params(key) -> params, apply(params, tokens) -> logits)`."""
+  graphdef, _ = nnx.split(nnx.eval_shape(
+      lambda: build_model(model_config, vocab_size, jax.random.key(0))))
+
+  def init_params(key):
+    return nnx.state(build_model(model_config, vocab_size, key))
+
+  def apply(params, tokens):
+    return nnx.merge(graphdef, params)(tokens)
+
+  return init_params, apply
+
+
+def lm_loss(apply, params, batch, key):
+  """Mean next-token NLL (nats) of `batch['tokens']` int [batch, seq + 1]."""
+  del key
+  tokens = batch["tokens"]
+  nll = lm.next_token_nll(apply(params, tokens[:, :-1]), tokens[:, 1:])
+  return nll.mean(), {}
+
+
+def make_eval_fn(apply, windows: np.ndarray, mesh, tokens_per_byte: float):
+  """`state -> {'loss', 'perplexity', 'bits_per_byte'}` over fixed validation windows."""
+  sharding = mesh_lib.batch_sharding(mesh)
+  batches = [jax.device_put(w, sharding) for w in windows]
+
+  @jax.jit
+  def batch_nll(params, tokens):
+    return lm.next_token_nll(apply(params, tokens[:, :-1]), tokens[:, 1:]).sum()
+
+  def evaluate(state):
+    total = sum(float(batch_nll(state.params, b)) for b in batches)
+    loss = total / (windows.shape[0] * windows.shape[1] * (windows.shape[2] - 1))
+    return {"loss": loss, "perplexity": float(np.exp(loss)),
+            "bits_per_byte": lm.bits_per_byte(loss, tokens_per_byte=tokens_per_byte)}
+
+  return evaluate
+
+
+def write_samples(path: str, apply, params, data: LMData, sample_config, key) -> list[str]:
+  """Samples continuations of validation prompts; writes them to `path`."""
+  sc = sample_config
+  starts = np.linspace(0, len(data.validation) - sc.prompt_tokens - 1, sc.num_samples)
+  prompts = np.stack([data.validation[int(s):int(s) + sc.prompt_tokens] for s in starts])
+  out = jax.jit(lambda p, pr, k: lm.generate(
+      lambda t: apply(p, t), pr, k, num_tokens=sc.num_tokens, temperature=sc.temperature,
+      top_p=sc.top_p))(params, jnp.asarray(prompts), key)
+  texts = [data.tokenizer.decode(row) for row in np.asarray(out)]
+  if jax.process_index() == 0:
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(f"# temperature={sc.temperature} top_p={sc.top_p} "
+              f"prompt_tokens={sc.prompt_tokens} new_tokens={sc.num_tokens}\n")
+      for i, (prompt, text) in enumerate(zip(prompts, texts)):
+        f.write(f"\n=== sample {i} | prompt: {data.tokenizer.decode(prompt)!r}\n{text}\n")
+  return texts
+
+
+def train_and_evaluate(config, workdir: str) -> dict[str, float]:
+  """Trains the LM described by `config` in `workdir` (resuming if possible).
+
+  Returns:
+    Final metrics: validation loss/perplexity/bits-per-byte and the unigram baseline.
+  """
+  loop.prepare_workdir(workdir, config)
+  mesh = mesh_lib.make_mesh(config.mesh)
+  mesh_lib.check_batch_size(config.batch_size, mesh)
+  mesh_lib.check_batch_size(config.eval_batch_size, mesh, name="config.eval_batch_size")
+  if config.num_steps < 1:
+    raise ConfigError(f"config.num_steps must be >= 1, got {config.num_steps}")
+  data = load_data(config.data, workdir)
+  vocab = data.tokenizer.vocab_size
+  logging.info("corpus %s: %d train / %d validation tokens, vocab %d", config.data.corpus,
+               len(data.train), len(data.validation), vocab)
+  init_params, apply = model_functions(config.model, vocab)
+  optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
+  key_init, key_train, key_sample = jax.random.split(jax.random.key(config.seed), 3)
+  state, shardings = state_lib.init_train_state(
+      init_params, optimizer, key_init, mesh, param_sharding=config.mesh.param_sharding)
+  train_step = state_lib.make_train_step(
+      lambda p, b, k: lm_loss(apply, p, b, k), optimizer, mesh, shardings)
+  batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
+                      seed=config.seed, process_index=jax.process_index(),
+                      process_count=jax.process_count())
+  windows = eval_windows(data.validation, seq_len=config.data.seq_len,
+                         batch_size=config.eval_batch_size,
+                         max_batches=config.eval_batches or None)
+  state, eval_rows = loop.train_loop(
+      workdir=workdir, state=state,
+      restore_target=state_lib.abstract_target(state, shardings), train_step=train_step,
+      batch_fn=lambda step: mesh_lib.global_batch(batches(step), mesh), key=key_train,
+      total_steps=config.num_steps, log_every=config.log_every,
+      checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,
+      eval_every=config.eval_every,
+      eval_fn=make_eval_fn(apply, windows, mesh, data.tokens_per_byte))
+  unigram = lm.unigram_cross_entropy(data.train, windows[..., 1:].ravel(), vocab_size=vocab)
+  final = {k.removeprefix("eval_"): v for k, v in eval_rows[-1].items()}
+  final.update(unigram_loss=unigram,
+               unigram_bits_per_byte=lm.bits_per_byte(unigram,
+                                                      tokens_per_byte=data.tokens_per_byte))
+  logging.info("validation loss %.4f nats/token (%.4f bits/byte) vs unigram baseline %.4f "
+               "(%.4f bits/byte)", final["loss"], final["bits_per_byte"], unigram,
+               final["unigram_bits_per_byte"])
+  write_samples(os.path.join(workdir, "samples.txt"), apply, state.params, data,
+                config.sample, key_sample)
+  loop.write_json(workdir, "final_metrics.json", final)
+  return final

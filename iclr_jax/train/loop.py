@@ -1,0 +1,115 @@
+"""The training loop every experiment shares: resume, step, log, evaluate, checkpoint.
+
+An experiment supplies a jitted train step (`state.make_train_step`), a batch function that is
+a pure function of the step, and an evaluation function; this loop does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from iclr_jax.train.checkpoint import Checkpointer
+from iclr_jax.errors import NonFiniteLossError
+from iclr_jax.train.metrics import MetricsWriter
+from iclr_jax.train.progress import Progress
+
+
+def prepare_workdir(workdir: str, config: Any) -> None:
+  """Creates the workdir and writes `config.json` (process 0 only)."""
+  os.makedirs(workdir, exist_ok=True)
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      f.write(config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+
+
+def write_json(workdir: str, name: str, obj: Any) -> None:
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, name), "w") as f:
+      json.dump(obj, f, indent=2, sort_keys=True)
+      f.write("\n")
+
+
+def _host_scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+  return {k: float(np.asarray(v)) for k, v in jax.device_get(dict(metrics)).items()}
+
+
+def train_loop(*, workdir: str, state: Any, restore_target: Any, train_step: Callable,
+               batch_fn: Callable[[int], Any], key: jax.Array, total_steps: int,
+               log_every: int, checkpoint_every: int, keep_checkpoints: int = 2,
+               eval_every: int = 0, eval_fn: Callable[[Any], Mapping[str, Any]] | None = None
+               ) -> tuple[Any, list[dict[str, Any]]]:
+  """Runs (or resumes) training to `total_steps`.
+
+  Args:
+    workdir: run directory; a checkpoint there is resumed from.
+    state: freshly initialised TrainState (used when there is nothing to resume).
+    restore_target: abstract TrainState with shardings (from `state.abstract_target`).
+    train_step: `(state, first_bad, batch, key) -> (state, first_bad, metrics)`.
+    batch_fn: `step -> batch` (a pure function of the step for exact resumption).
+    key: base key; the step folds its number in.
+    total_steps: final step number.
+    log_every, checkpoint_every, eval_every: periods in steps (eval 0 = only at the end).
+    eval_fn: `state -> metrics`, logged with an `eval_` prefix.
+
+  Returns:
+    `(state, eval_rows)`, the final state and the evaluation rows logged by this process.
+
+  Raises:
+    NonFiniteLossError: a step's loss was NaN/inf; the last good checkpoint is kept.
+  """
+  ckpt = Checkpointer(workdir, every_steps=checkpoint_every, keep=keep_checkpoints)
+  restored = ckpt.restore(restore_target)
+  start = 0
+  if restored is not None:
+    state, start = restored
+    logging.info("resumed from %s at step %d", ckpt.directory, start)
+  writer = MetricsWriter(workdir, resume_step=start if restored is not None else None)
+  progress = Progress(start, total_steps)
+  # Same (replicated) sharding as the step's output, so the step compiles once.
+  first_bad = jax.device_put(jnp.asarray(-1, jnp.int32), state.step.sharding)
+  eval_rows: list[dict[str, Any]] = []
+
+  def check_finite():
+    bad = int(first_bad)
+    if bad >= 0:
+      ckpt.wait()
+      raise NonFiniteLossError(bad, ckpt.latest_step)
+
+  try:
+    for step in range(start, total_steps):
+      state, first_bad, metrics = train_step(state, first_bad, batch_fn(step), key)
+      done = step + 1
+      progress.advance(done)
+      if done % log_every == 0 or done == total_steps:
+        row = _host_scalars(metrics)
+        row.update(progress.log(done, row["loss"]))
+        writer.write(done, row)
+        check_finite()
+      if eval_fn is not None and eval_every and done % eval_every == 0 and done != total_steps:
+        check_finite()
+        eval_rows.append(_evaluate(eval_fn, state, done, writer))
+      if done % checkpoint_every == 0 or done == total_steps:
+        check_finite()
+        ckpt.save(done, state, force=True)
+    if eval_fn is not None:
+      eval_rows.append(_evaluate(eval_fn, state, total_steps, writer))
+    ckpt.wait()
+  finally:
+    progress.close()
+    writer.close()
+    ckpt.close()
+  return state, eval_rows
+
+
+def _evaluate(eval_fn, state, step, writer) -> dict[str, Any]:
+  row = {f"eval_{k}": v for k, v in _host_scalars(eval_fn(state)).items()}
+  writer.write(step, row)
+  return {"step": step, **row}

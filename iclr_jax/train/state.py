@@ -1,0 +1,108 @@
+"""Train state, optimizer from config, sharded initialisation and the jitted train step."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh
+
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.errors import ConfigError
+
+# loss_fn(params, batch, key) -> (scalar loss, dict of scalar metrics)
+LossFn = Callable[[Any, Mapping[str, jax.Array], jax.Array], tuple[jax.Array, dict]]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+  """Everything a checkpoint holds: step counter, parameters, optimizer state."""
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+def make_optimizer(optim: Mapping[str, Any], *, total_steps: int) -> optax.GradientTransformation:
+  """AdamW with linear warm-up and cosine decay, after global-norm clipping.
+
+  Args:
+    optim: mapping with lr, warmup_steps, weight_decay, b1, b2, grad_clip, min_lr_ratio.
+    total_steps: length of the schedule.
+  """
+  lr = float(optim["lr"])
+  warmup = int(optim.get("warmup_steps", 0))
+  if lr <= 0:
+    raise ConfigError(f"config.optim.lr must be > 0, got {lr}")
+  if not 0 <= warmup <= total_steps:
+    raise ConfigError(
+        f"config.optim.warmup_steps must be in [0, total_steps={total_steps}], got {warmup}")
+  schedule = optax.warmup_cosine_decay_schedule(
+      init_value=0.0, peak_value=lr, warmup_steps=warmup, decay_steps=max(total_steps, 1),
+      end_value=lr * float(optim.get("min_lr_ratio", 0.1)))
+  chain = []
+  if optim.get("grad_clip"):
+    chain.append(optax.clip_by_global_norm(float(optim["grad_clip"])))
+  chain.append(optax.adamw(schedule, b1=float(optim.get("b1", 0.9)),
+                           b2=float(optim.get("b2", 0.95)),
+                           weight_decay=float(optim.get("weight_decay", 0.0))))
+  return optax.chain(*chain)
+
+
+def state_shardings(abstract_state: TrainState, mesh: Mesh, mode: str) -> TrainState:
+  """Shardings for a TrainState: params and same-shaped optimizer moments follow `mode`."""
+  return mesh_lib.param_shardings(abstract_state, mesh, mode)
+
+
+def init_train_state(init_params: Callable[[jax.Array], Any],
+                     optimizer: optax.GradientTransformation, key: jax.Array, mesh: Mesh,
+                     *, param_sharding: str = "replicated") -> tuple[TrainState, TrainState]:
+  """Initialises the state directly into its shardings.
+
+  Returns:
+    `(state, shardings)`; `shardings` is also the restore target's layout.
+  """
+  def init(k):
+    params = init_params(k)
+    return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
+
+  abstract = jax.eval_shape(init, key)
+  shardings = state_shardings(abstract, mesh, param_sharding)
+  state = jax.jit(init, out_shardings=shardings)(key)
+  return state, shardings
+
+
+def abstract_target(state_or_abstract: Any, shardings: Any) -> Any:
+  """`ShapeDtypeStruct`s carrying `shardings`: the target a checkpoint is restored onto."""
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                      state_or_abstract, shardings)
+
+
+def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh,
+                    shardings: TrainState, *, donate: bool = True):
+  """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)`.
+
+  `first_bad` is an int32 scalar, -1 until the first step whose loss is NaN/inf, then that
+  step's number; keeping it on the device lets the loop check it only when it logs or saves.
+  The step's randomness is `fold_in(key, state.step)`, so a resumed run draws the same keys.
+  """
+  rep = mesh_lib.replicated(mesh)
+
+  def step(state: TrainState, first_bad, batch, key):
+    key = jax.random.fold_in(key, state.step)
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, key)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads), **aux}
+    bad_now = ~jnp.isfinite(loss)
+    first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
+    return TrainState(state.step + 1, params, opt_state), first_bad, metrics
+
+  return jax.jit(step,
+                 in_shardings=(shardings, rep, mesh_lib.batch_sharding(mesh), rep),
+                 out_shardings=(shardings, rep, rep),
+                 donate_argnums=(0,) if donate else ())
