@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging as std_logging
 import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -41,6 +42,19 @@ def run(config, workdir: str):
   return REGISTRY[config.experiment](config, workdir)
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing, with unknown `--config.x` overrides reported in one line (exit 2)."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError) as e:
+    overrides = [a for a in argv[1:] if a.startswith("--config.")]
+    detail = str(e.args[0] if e.args else e).replace("\\n", ". ").replace("\n", ". ")
+    detail = re.sub(r"[\\'\"]", "", detail)
+    print(f"error: unknown config field in {' '.join(overrides)}: no field {detail}",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def quiet_library_logs() -> None:
   """Keeps Orbax's per-save INFO chatter out of the run log (warnings still show)."""
   def keep(record) -> bool:
@@ -66,4 +80,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

@@ -117,6 +117,7 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   """
   loop.prepare_workdir(workdir, config)
   mesh = mesh_lib.make_mesh(config.mesh)
+  logging.info("mesh %s over %d process(es)", dict(mesh.shape), jax.process_count())
   mesh_lib.check_batch_size(config.batch_size, mesh)
   mesh_lib.check_batch_size(config.eval_batch_size, mesh, name="config.eval_batch_size")
   if config.num_steps < 1:

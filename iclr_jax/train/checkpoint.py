@@ -37,7 +37,9 @@ class Checkpointer:
     options = ocp.CheckpointManagerOptions(
         save_interval_steps=every_steps, max_to_keep=keep, create=True,
         enable_async_checkpointing=async_save)
-    self._manager = ocp.CheckpointManager(self.directory, options=options)
+    # Naming the handler lets a fresh manager read the stored tree's metadata.
+    self._manager = ocp.CheckpointManager(self.directory, options=options,
+                                          item_handlers=ocp.StandardCheckpointHandler())
 
   @property
   def latest_step(self) -> int | None:
@@ -75,7 +77,9 @@ class Checkpointer:
     wanted = {_path_str(p): tuple(x.shape) for p, x in
               jax.tree_util.tree_flatten_with_path(target)[0]}
     problems = []
-    for key in sorted(set(stored_shapes) | set(wanted)):
+    # Parameters first: they name the model difference; optimizer moments only repeat it.
+    for key in sorted(set(stored_shapes) | set(wanted),
+                      key=lambda k: (not k.startswith("params"), k)):
       a, b = stored_shapes.get(key), wanted.get(key)
       if a != b:
         problems.append(f"{key}: checkpoint {a if a is not None else 'absent'} vs "
@@ -101,5 +105,5 @@ def _abstract(x: Any) -> Any:
 
 
 def _path_str(path) -> str:
-  return "/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
-                  for k in path)
+  parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+  return "/".join(parts[:-1] if parts and parts[-1] == "value" else parts)

@@ -97,7 +97,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, me
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, key)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads), **aux}
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **aux}
     bad_now = ~jnp.isfinite(loss)
     first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
     return TrainState(state.step + 1, params, opt_state), first_bad, metrics

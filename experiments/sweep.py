@@ -1,0 +1,90 @@
+"""Runs a grid of configs, each in its own workdir, and prints a summary table.
+
+  python experiments/sweep.py --config=configs/ar_lm.py \
+      --sweep=optim.lr=1e-3,3e-4 --sweep=model.num_layers=2,4 --workdir=runs/ar_lm_sweep
+
+Without --sweep the config file's `get_sweep()` (a list of override dicts) is used. Runs go in
+sequence on this machine; on a multi-host pod start the same command on every host with
+--multihost and they run each grid point together. A finished run (final_metrics.json in its
+workdir) is not repeated unless --rerun.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from iclr_jax.errors import ConfigError, NonFiniteLossError
+from iclr_jax.train import sweep as sweep_lib
+from iclr_jax.train.mesh import maybe_initialize_distributed
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train as train_bin  # pylint: disable=wrong-import-position
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Base config file.")
+_SWEEP = flags.DEFINE_multi_string("sweep", [], "key=v1,v2,... (repeat for a grid).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Sweep root (default runs/<config>_sweep).")
+_RERUN = flags.DEFINE_bool("rerun", False, "Run again even where final_metrics.json exists.")
+_MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize().")
+_METRICS = ("loss", "perplexity", "bits_per_byte")
+flags.mark_flags_as_required(["config"])
+
+
+def config_module_sweep(config_path: str) -> list[dict]:
+  path = config_path.partition(":")[0]
+  spec = importlib.util.spec_from_file_location("_sweep_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, "get_sweep"):
+    raise ConfigError(f"{path} has no get_sweep(); pass --sweep=key=v1,v2")
+  return list(module.get_sweep())
+
+
+def run_sweep(base, points: list[dict], root: str, *, rerun: bool = False) -> list[dict]:
+  """Runs every grid point; returns one row per point (overrides + final metrics)."""
+  rows = []
+  for overrides in points:
+    config = sweep_lib.apply_overrides(base, overrides)
+    workdir = os.path.join(root, sweep_lib.run_name(overrides))
+    done = os.path.join(workdir, "final_metrics.json")
+    logging.info("sweep point %s -> %s", overrides, workdir)
+    if os.path.exists(done) and not rerun:
+      with open(done) as f:
+        final = json.load(f)
+    else:
+      try:
+        final = train_bin.run(config, workdir)
+      except NonFiniteLossError as e:
+        final = {"error": str(e)}
+    rows.append({**overrides, **final, "workdir": workdir})
+  return rows
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  train_bin.quiet_library_logs()
+  maybe_initialize_distributed(_MULTIHOST.value)
+  config_arg = flags.FLAGS["config"].serialize().split("=", 1)[1]
+  root = _WORKDIR.value or train_bin.default_workdir(config_arg) + "_sweep"
+  try:
+    points = (sweep_lib.grid(sweep_lib.parse_sweep_specs(_SWEEP.value)) if _SWEEP.value
+              else config_module_sweep(config_arg))
+    rows = run_sweep(_CONFIG.value, points, root, rerun=_RERUN.value)
+  except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  keys = list(dict.fromkeys(k for p in points for k in p))
+  print(sweep_lib.summary_table(rows, keys + list(_METRICS) + ["workdir"]))
+  os.makedirs(root, exist_ok=True)
+  with open(os.path.join(root, "sweep_summary.json"), "w") as f:
+    json.dump(rows, f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=train_bin.parse_flags)

@@ -1,0 +1,107 @@
+"""The train binary end to end (subprocesses): SIGKILL + resume, data parallelism on 4
+devices, and one-line errors with a non-zero exit for bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from iclr_jax.train.metrics import read_metrics
+
+SMOKE = ["--config=configs/ar_lm.py:smoke", "--config.num_steps=8"]
+
+# Runs train.py, but SIGKILLs itself right after logging step 5, once checkpoint 3 is on disk.
+KILLER = r"""
+import os, runpy, signal, sys, time
+import iclr_jax.train.metrics as m
+workdir = sys.argv[1]
+orig = m.MetricsWriter.write
+def write(self, step, metrics):
+  orig(self, step, metrics)
+  if step == 5 and "loss" in metrics:
+    deadline = time.time() + 60
+    while not os.path.isdir(os.path.join(workdir, "checkpoints", "3")) and time.time() < deadline:
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+m.MetricsWriter.write = write
+sys.argv = ["experiments/train.py", "--workdir=" + workdir] + sys.argv[2:]
+runpy.run_path("experiments/train.py", run_name="__main__")
+"""
+
+
+def _env(devices=1):
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["JAX_PLATFORMS"] = "cpu"
+  return env
+
+
+def _train(repo_root, *args, devices=1, code=None):
+  cmd = [sys.executable] + (["-c", code] if code else ["experiments/train.py"]) + list(args)
+  return subprocess.run(cmd, cwd=repo_root, env=_env(devices), capture_output=True,
+                        text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_equals_uninterrupted(repo_root, tmp_path):
+  full, part = str(tmp_path / "full"), str(tmp_path / "part")
+  r = _train(repo_root, f"--workdir={full}", *SMOKE)
+  assert r.returncode == 0, r.stderr[-2000:]
+  killed = _train(repo_root, part, *SMOKE, code=KILLER)
+  assert killed.returncode == -9, killed.stderr[-2000:]
+  assert max(r["step"] for r in read_metrics(part)) == 5
+  resumed = _train(repo_root, f"--workdir={part}", *SMOKE)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert "resumed from" in resumed.stderr and "at step 3" in resumed.stderr
+  a, b = read_metrics(full), read_metrics(part)
+  assert [r["step"] for r in a] == [r["step"] for r in b]
+  for ra, rb in zip(a, b):
+    for k in ("loss", "grad_norm", "eval_loss"):
+      if k in ra:
+        assert rb[k] == pytest.approx(ra[k], rel=1e-6, abs=1e-7), (ra["step"], k)
+  final_full = json.loads(r.stdout.split("final metrics: ", 1)[1])
+  final_resumed = json.loads(resumed.stdout.split("final metrics: ", 1)[1])
+  assert final_resumed["loss"] == pytest.approx(final_full["loss"], rel=1e-6)
+
+
+def test_four_devices_data_parallel(repo_root, tmp_path):
+  r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, devices=4)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert "final metrics:" in r.stdout
+  assert "'data': 4" in r.stderr or "data=4" in r.stderr
+
+
+BAD_INPUT = {
+    "unknown_field": (["--config.optim.lrx=1"], "no field lrx"),
+    "batch_not_divisible": (["--config.batch_size=6"],
+                            "config.batch_size=6 must be a positive multiple of the "
+                            "data-parallel size 4"),
+    "missing_corpus": (["--config.data.corpus=file", "--config.data.corpus_path=/no/c.txt"],
+                       "config.data.corpus_path: file '/no/c.txt' does not exist"),
+    "missing_tokenizer": (["--config.data.tokenizer_path=/no/tok.json"],
+                          "config.data.tokenizer_path: file '/no/tok.json' does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_is_one_clear_line_and_nonzero_exit(repo_root, tmp_path, case):
+  extra, message = BAD_INPUT[case]
+  r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, *extra, devices=4)
+  assert r.returncode != 0
+  assert f"error: " in r.stderr and message in r.stderr, r.stderr[-2000:]
+  assert "Traceback" not in r.stderr
+
+
+def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
+  r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, "--config.optim.lr=1e30",
+             "--config.optim.warmup_steps=0", "--config.checkpoint_every=1")
+  assert r.returncode == 1
+  assert ("error: non-finite loss (NaN or inf) at step 2; stopping; the last good checkpoint "
+          "(step 1) is kept") in r.stderr, r.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1"]
+  r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, "--config.model.d_model=48")
+  assert r.returncode == 1
+  assert "holds a different model than this config" in r.stderr
+  assert "params/blocks/0/attn/out/kernel: checkpoint (32, 32) vs model (48, 48)" in r.stderr
