@@ -17,15 +17,15 @@ def get_config(arg=None):
                 tokenizer_path="", cache_dir="", seq_len=128)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, norm="rms",
                  attention="softmax", tie_embeddings=True, dtype="float32")
-  c.optim = dict(lr=3e-3, warmup_steps=100, weight_decay=0.1, b1=0.9, b2=0.95,
+  c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.1, b1=0.9, b2=0.95,
                  grad_clip=1.0, min_lr_ratio=0.1)
   c.batch_size = 32
-  c.num_steps = 1200
+  c.num_steps = 600
   c.log_every = 50
-  c.eval_every = 400
+  c.eval_every = 200
   c.eval_batch_size = 32
   c.eval_batches = 0  # 0: the whole validation split
-  c.checkpoint_every = 200
+  c.checkpoint_every = 100
   c.keep_checkpoints = 2
   c.mesh = dict(data=-1, model=1, param_sharding="replicated")
   c.sample = dict(num_samples=4, prompt_tokens=8, num_tokens=96, temperature=0.8, top_p=0.95)

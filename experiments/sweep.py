@@ -20,11 +20,10 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from iclr_jax.errors import ConfigError, NonFiniteLossError
+from iclr_jax.recipes import run_experiment
+from iclr_jax.train import cli
 from iclr_jax.train import sweep as sweep_lib
 from iclr_jax.train.mesh import maybe_initialize_distributed
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import train as train_bin  # pylint: disable=wrong-import-position
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Base config file.")
 _SWEEP = flags.DEFINE_multi_string("sweep", [], "key=v1,v2,... (repeat for a grid).")
@@ -58,7 +57,7 @@ def run_sweep(base, points: list[dict], root: str, *, rerun: bool = False) -> li
         final = json.load(f)
     else:
       try:
-        final = train_bin.run(config, workdir)
+        final = run_experiment(config, workdir)
       except NonFiniteLossError as e:
         final = {"error": str(e)}
     rows.append({**overrides, **final, "workdir": workdir})
@@ -68,10 +67,10 @@ def run_sweep(base, points: list[dict], root: str, *, rerun: bool = False) -> li
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  train_bin.quiet_library_logs()
+  cli.quiet_library_logs()
   maybe_initialize_distributed(_MULTIHOST.value)
-  config_arg = flags.FLAGS["config"].serialize().split("=", 1)[1]
-  root = _WORKDIR.value or train_bin.default_workdir(config_arg) + "_sweep"
+  config_arg = cli.config_flag_value()
+  root = _WORKDIR.value or cli.default_workdir(config_arg) + "_sweep"
   try:
     points = (sweep_lib.grid(sweep_lib.parse_sweep_specs(_SWEEP.value)) if _SWEEP.value
               else config_module_sweep(config_arg))
@@ -87,4 +86,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=train_bin.parse_flags)
+  app.run(main, flags_parser=cli.parse_flags)

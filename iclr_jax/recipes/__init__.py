@@ -3,10 +3,20 @@
 REGISTRY maps `config.experiment` to that function; `experiments/train.py` dispatches on it.
 """
 
+from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import ar_lm
 
 REGISTRY = {
     "ar_lm": ar_lm.train_and_evaluate,
 }
 
-__all__ = ["REGISTRY"]
+
+def run_experiment(config, workdir: str):
+  """Runs `REGISTRY[config.experiment](config, workdir)`."""
+  if config.experiment not in REGISTRY:
+    raise ConfigError(f"config.experiment={config.experiment!r} is not one of "
+                      f"{sorted(REGISTRY)}")
+  return REGISTRY[config.experiment](config, workdir)
+
+
+__all__ = ["REGISTRY", "run_experiment"]

@@ -105,3 +105,21 @@ def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
   assert r.returncode == 1
   assert "holds a different model than this config" in r.stderr
   assert "params/blocks/0/attn/out/kernel: checkpoint (32, 32) vs model (48, 48)" in r.stderr
+
+
+def test_sweep_runs_the_grid_and_prints_a_table(repo_root, tmp_path):
+  cmd = [sys.executable, "experiments/sweep.py", "--config=configs/ar_lm.py:smoke",
+         "--config.num_steps=3", "--sweep=optim.lr=1e-3,1e-2", f"--workdir={tmp_path}"]
+  r = subprocess.run(cmd, cwd=repo_root, env=_env(2), capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  lines = r.stdout.strip().splitlines()
+  assert lines[0].split()[:4] == ["optim.lr", "loss", "perplexity", "bits_per_byte"]
+  rows = json.load(open(tmp_path / "sweep_summary.json"))
+  assert [row["optim.lr"] for row in rows] == ["1e-3", "1e-2"]
+  for row in rows:
+    saved = json.load(open(os.path.join(row["workdir"], "final_metrics.json")))
+    assert saved["loss"] == row["loss"]
+    assert json.load(open(os.path.join(row["workdir"], "config.json")))["optim"]["lr"] == \
+        float(row["optim.lr"])
+  assert rows[0]["loss"] != rows[1]["loss"]

@@ -1,0 +1,43 @@
+"""Pieces the absl binaries in `experiments/` share: flag parsing with one-line errors,
+quiet library logs, default workdirs."""
+
+from __future__ import annotations
+
+import logging as std_logging
+import os
+import re
+import sys
+
+from absl import flags, logging
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing, with unknown `--config.x` overrides reported in one line (exit 2)."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError) as e:
+    overrides = [a for a in argv[1:] if a.startswith("--config.")]
+    detail = str(e.args[0] if e.args else e).replace("\\n", ". ").replace("\n", ". ")
+    detail = re.sub(r"[\\'\"]", "", detail)
+    print(f"error: unknown config field in {' '.join(overrides)}: no field {detail}",
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def quiet_library_logs() -> None:
+  """Keeps Orbax's per-save INFO chatter out of the run log (warnings still show)."""
+  def keep(record) -> bool:
+    return record.levelno >= std_logging.WARNING or "orbax" not in record.pathname
+  logging.get_absl_handler().addFilter(keep)
+
+
+def config_flag_value(name: str = "config") -> str:
+  """The `--config` argument as given, e.g. `configs/ar_lm.py:smoke`."""
+  return flags.FLAGS[name].serialize().split("=", 1)[1]
+
+
+def default_workdir(config_arg: str) -> str:
+  """runs/<config file stem>[_<arg>] for `configs/x.py[:arg]`."""
+  path, _, arg = config_arg.partition(":")
+  name = os.path.splitext(os.path.basename(path))[0]
+  return os.path.join("runs", f"{name}_{arg}" if arg else name)
