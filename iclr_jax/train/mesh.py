@@ -115,16 +115,19 @@ def global_batch(local: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, jax.A
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
 
 
-_DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS")
-
-
 def maybe_initialize_distributed(force: bool = False) -> bool:
   """Calls `jax.distributed.initialize()` on a multi-host launch.
 
-  Runs when `force` is set (the `--multihost` flag, e.g. on TPU pods where JAX finds the
-  peers itself) or when a coordinator address is in the environment. Returns whether it ran.
+  Runs when `force` is set (the `--multihost` flag; on Cloud TPU and SLURM JAX finds the peers
+  itself) or when `JAX_COORDINATOR_ADDRESS` is set, in which case `JAX_NUM_PROCESSES` and
+  `JAX_PROCESS_ID` give the process count and this process's id. Returns whether it ran.
   """
-  if not force and not any(os.environ.get(k) for k in _DISTRIBUTED_ENV):
+  if not force and not os.environ.get("JAX_COORDINATOR_ADDRESS"):
     return False
-  jax.distributed.initialize()
+  kwargs = {}
+  if os.environ.get("JAX_NUM_PROCESSES"):
+    kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
+  if os.environ.get("JAX_PROCESS_ID"):
+    kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
+  jax.distributed.initialize(**kwargs)
   return True
