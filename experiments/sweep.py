@@ -68,13 +68,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   cli.quiet_library_logs()
+  base = cli.config_value(_CONFIG)
   maybe_initialize_distributed(_MULTIHOST.value)
   config_arg = cli.config_flag_value()
   root = _WORKDIR.value or cli.default_workdir(config_arg) + "_sweep"
   try:
     points = (sweep_lib.grid(sweep_lib.parse_sweep_specs(_SWEEP.value)) if _SWEEP.value
               else config_module_sweep(config_arg))
-    rows = run_sweep(_CONFIG.value, points, root, rerun=_RERUN.value)
+    rows = run_sweep(base, points, root, rerun=_RERUN.value)
   except ConfigError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)

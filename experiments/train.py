@@ -32,11 +32,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   cli.quiet_library_logs()
+  config = cli.config_value(_CONFIG)
   maybe_initialize_distributed(_MULTIHOST.value)
   workdir = _WORKDIR.value or cli.default_workdir(cli.config_flag_value())
   logging.info("workdir: %s", os.path.abspath(workdir))
   try:
-    final = run_experiment(_CONFIG.value, workdir)
+    final = run_experiment(config, workdir)
   except (ConfigError, NonFiniteLossError) as e:
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)

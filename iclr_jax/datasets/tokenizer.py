@@ -19,6 +19,7 @@ from iclr_jax.errors import ConfigError
 
 KINDS = ("bpe", "char")
 WORKDIR_FILE = "tokenizer.json"
+SPEC_FILE = "tokenizer_spec.json"  # what the workdir's tokenizer was built from
 _CHUNK_CHARS = 1 << 16
 
 
@@ -139,13 +140,15 @@ def get_tokenizer(kind: str, *, train_text: str, vocab_size: int, workdir: str |
   """
   if kind not in KINDS:
     raise ConfigError(f"config.data.tokenizer must be one of {KINDS}, got {kind!r}")
+  digest = hashlib.sha1(train_text.encode("utf-8")).hexdigest()[:12]
+  size = vocab_size if kind == "bpe" else "all"
+  spec = {"kind": kind, "vocab_size": size, "train_text_sha1": digest}
   if path:
     tok = load_tokenizer(path)
   elif workdir and os.path.isfile(os.path.join(workdir, WORKDIR_FILE)):
+    _check_workdir_spec(workdir, spec)
     tok = load_tokenizer(os.path.join(workdir, WORKDIR_FILE))
   else:
-    digest = hashlib.sha1(train_text.encode("utf-8")).hexdigest()[:12]
-    size = vocab_size if kind == "bpe" else "all"
     cache_dir = cache_dir or default_cache_dir()
     cached = os.path.join(cache_dir, f"tokenizer-{kind}-{size}-{digest}.json")
     if os.path.isfile(cached):
@@ -160,7 +163,22 @@ def get_tokenizer(kind: str, *, train_text: str, vocab_size: int, workdir: str |
     if workdir:
       os.makedirs(workdir, exist_ok=True)
       shutil.copyfile(cached, os.path.join(workdir, WORKDIR_FILE))
+      with open(os.path.join(workdir, SPEC_FILE), "w") as f:
+        json.dump(spec, f)
   if tok.kind != kind:
     raise ConfigError(f"config.data.tokenizer={kind!r} but the tokenizer file holds a "
                       f"{tok.kind!r} tokenizer")
   return tok
+
+
+def _check_workdir_spec(workdir: str, spec: dict) -> None:
+  path = os.path.join(workdir, SPEC_FILE)
+  if not os.path.isfile(path):
+    return
+  with open(path) as f:
+    stored = json.load(f)
+  diff = {k: (stored.get(k), v) for k, v in spec.items() if stored.get(k) != v}
+  if diff:
+    shown = ", ".join(f"{k}: workdir {a!r} vs config {b!r}" for k, (a, b) in diff.items())
+    raise ConfigError(f"the workdir {workdir!r} holds a tokenizer built differently ({shown}); "
+                      "use another --workdir or delete that one")

@@ -3,6 +3,7 @@ attention through a pluggable attention function, optional tied embeddings."""
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -94,6 +95,7 @@ class DecoderLM(nnx.Module):
                                                        dtype=dtype, rngs=rngs)
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
+    chex.assert_rank(tokens, 2)
     positions = jnp.arange(tokens.shape[1])
     x = self.embed(tokens)
     for block in self.blocks:

@@ -12,9 +12,12 @@ from absl import flags, logging
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-  """absl flag parsing, with unknown `--config.x` overrides reported in one line (exit 2)."""
+  """absl flag parsing with one-line errors (exit 2): bad flag values, an unknown
+  `--config.x` override, a config file that fails to load or rejects its argument."""
   try:
     return flags.FLAGS(argv)
+  except (flags.Error, OSError) as e:
+    _exit_with_flag_error(e)
   except (AttributeError, KeyError) as e:
     overrides = [a for a in argv[1:] if a.startswith("--config.")]
     detail = str(e.args[0] if e.args else e).replace("\\n", ". ").replace("\n", ". ")
@@ -22,6 +25,25 @@ def parse_flags(argv: list[str]) -> list[str]:
     print(f"error: unknown config field in {' '.join(overrides)}: no field {detail}",
           file=sys.stderr)
     sys.exit(2)
+
+
+def _exit_with_flag_error(e: Exception) -> None:
+  # config_flags embeds the config file's whole traceback; its first and last lines say it.
+  lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+  message = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def config_value(holder):
+  """`holder.value` of a `DEFINE_config_file` flag (the file loads lazily), with a one-line
+  error and exit 2 when it cannot be loaded."""
+  try:
+    config = holder.value
+    getattr(config, "experiment", None)  # a file that failed to load raises here
+    return config
+  except (flags.Error, OSError) as e:
+    _exit_with_flag_error(e)
 
 
 def quiet_library_logs() -> None:

@@ -24,9 +24,7 @@ class Progress:
 
   def __init__(self, start_step: int, total_steps: int, *, use_bar: bool | None = None):
     self.total = total_steps
-    self._t0 = time.perf_counter()
-    self._step0 = start_step
-    self._last_t, self._last_step = self._t0, start_step
+    self._last_t, self._last_step = time.perf_counter(), start_step
     use_bar = sys.stdout.isatty() if use_bar is None else use_bar
     self._bar = None
     if use_bar:

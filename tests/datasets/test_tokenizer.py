@@ -42,3 +42,13 @@ def test_missing_tokenizer_file_and_bad_kind(kjv):
     get_tokenizer("wordpiece", train_text="x", vocab_size=300)
   with pytest.raises(ConfigError, match="vocab_size for 'bpe' must be >= 257"):
     get_tokenizer("bpe", train_text=kjv.train[:1000], vocab_size=100, cache_dir="/tmp/x_tok")
+
+
+def test_workdir_tokenizer_from_another_config_is_an_error(kjv, tmp_path):
+  get_tokenizer("bpe", train_text=kjv.train, vocab_size=512, workdir=str(tmp_path))
+  with pytest.raises(ConfigError, match=r"holds a tokenizer built differently \(vocab_size: "
+                                        r"workdir 512 vs config 600\)"):
+    get_tokenizer("bpe", train_text=kjv.train, vocab_size=600, workdir=str(tmp_path))
+  # The same spec resumes quietly.
+  assert get_tokenizer("bpe", train_text=kjv.train, vocab_size=512,
+                       workdir=str(tmp_path)).vocab_size == 512

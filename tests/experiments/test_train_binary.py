@@ -74,7 +74,10 @@ def test_four_devices_data_parallel(repo_root, tmp_path):
 
 
 BAD_INPUT = {
-    "unknown_field": (["--config.optim.lrx=1"], "no field lrx"),
+    "unknown_field": (["--config.optim.lrx=1"], "no field lrx. Did you mean lr"),
+    "bad_config_arg": (["--config=configs/ar_lm.py:bogus"], "unknown argument 'bogus'"),
+    "missing_config_file": (["--config=configs/nope.py"],
+                            "No such file or directory: 'configs/nope.py'"),
     "batch_not_divisible": (["--config.batch_size=6"],
                             "config.batch_size=6 must be a positive multiple of the "
                             "data-parallel size 4"),
