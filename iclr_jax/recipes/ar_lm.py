@@ -129,10 +129,10 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   init_params, apply = model_functions(config.model, vocab)
   optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train, key_sample = jax.random.split(jax.random.key(config.seed), 3)
-  state, shardings = state_lib.init_train_state(
+  factory = state_lib.train_state_factory(
       init_params, optimizer, key_init, mesh, param_sharding=config.mesh.param_sharding)
   train_step = state_lib.make_train_step(
-      lambda p, b, k: lm_loss(apply, p, b, k), optimizer, mesh, shardings)
+      lambda p, b, k: lm_loss(apply, p, b, k), optimizer, mesh, factory.shardings)
   batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
                       seed=config.seed, process_index=jax.process_index(),
                       process_count=jax.process_count())
@@ -140,8 +140,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
                          batch_size=config.eval_batch_size,
                          max_batches=config.eval_batches or None)
   state, eval_rows = loop.train_loop(
-      workdir=workdir, state=state,
-      restore_target=state_lib.abstract_target(state, shardings), train_step=train_step,
+      workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
+      train_step=train_step,
       batch_fn=lambda step: mesh_lib.global_batch(batches(step), mesh), key=key_train,
       total_steps=config.num_steps, log_every=config.log_every,
       checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,

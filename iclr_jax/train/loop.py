@@ -41,7 +41,8 @@ def _host_scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
   return {k: float(np.asarray(v)) for k, v in jax.device_get(dict(metrics)).items()}
 
 
-def train_loop(*, workdir: str, state: Any, restore_target: Any, train_step: Callable,
+def train_loop(*, workdir: str, init_state: Callable[[], Any], restore_target: Any,
+               train_step: Callable,
                batch_fn: Callable[[int], Any], key: jax.Array, total_steps: int,
                log_every: int, checkpoint_every: int, keep_checkpoints: int = 2,
                eval_every: int = 0, eval_fn: Callable[[Any], Mapping[str, Any]] | None = None
@@ -50,8 +51,8 @@ def train_loop(*, workdir: str, state: Any, restore_target: Any, train_step: Cal
 
   Args:
     workdir: run directory; a checkpoint there is resumed from.
-    state: freshly initialised TrainState (used when there is nothing to resume).
-    restore_target: abstract TrainState with shardings (from `state.abstract_target`).
+    init_state: `() -> TrainState`, called only when there is nothing to resume.
+    restore_target: abstract TrainState with shardings (`StateFactory.abstract`).
     train_step: `(state, first_bad, batch, key) -> (state, first_bad, metrics)`.
     batch_fn: `step -> batch` (a pure function of the step for exact resumption).
     key: base key; the step folds its number in.
@@ -67,10 +68,11 @@ def train_loop(*, workdir: str, state: Any, restore_target: Any, train_step: Cal
   """
   ckpt = Checkpointer(workdir, every_steps=checkpoint_every, keep=keep_checkpoints)
   restored = ckpt.restore(restore_target)
-  start = 0
   if restored is not None:
     state, start = restored
     logging.info("resumed from %s at step %d", ckpt.directory, start)
+  else:
+    state, start = init_state(), 0
   writer = MetricsWriter(workdir, resume_step=start if restored is not None else None)
   progress = Progress(start, total_steps)
   # Same (replicated) sharding as the step's output, so the step compiles once.

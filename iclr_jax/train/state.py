@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,28 +58,43 @@ def state_shardings(abstract_state: TrainState, mesh: Mesh, mode: str) -> TrainS
   return mesh_lib.param_shardings(abstract_state, mesh, mode)
 
 
-def init_train_state(init_params: Callable[[jax.Array], Any],
-                     optimizer: optax.GradientTransformation, key: jax.Array, mesh: Mesh,
-                     *, param_sharding: str = "replicated") -> tuple[TrainState, TrainState]:
-  """Initialises the state directly into its shardings.
+class StateFactory(NamedTuple):
+  """How a run gets its state without materialising it before it knows whether to resume.
 
-  Returns:
-    `(state, shardings)`; `shardings` is also the restore target's layout.
+  Attributes:
+    abstract: TrainState of `jax.ShapeDtypeStruct`s carrying their shardings (from
+      `jax.eval_shape`): the target a checkpoint is restored onto.
+    shardings: TrainState of `NamedSharding`s (the train step's in/out shardings).
+    init: `() -> TrainState`, initialises straight into those shardings (one jit).
   """
+  abstract: TrainState
+  shardings: TrainState
+  init: Callable[[], TrainState]
+
+
+def train_state_factory(init_params: Callable[[jax.Array], Any],
+                        optimizer: optax.GradientTransformation, key: jax.Array, mesh: Mesh,
+                        *, param_sharding: str = "replicated") -> StateFactory:
+  """Abstract state, shardings and initialiser for `init_params(key)` + `optimizer`."""
   def init(k):
     params = init_params(k)
     return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
 
-  abstract = jax.eval_shape(init, key)
-  shardings = state_shardings(abstract, mesh, param_sharding)
-  state = jax.jit(init, out_shardings=shardings)(key)
-  return state, shardings
+  shapes = jax.eval_shape(init, key)
+  shardings = state_shardings(shapes, mesh, param_sharding)
+  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                          shapes, shardings)
+  init_jit = jax.jit(init, out_shardings=shardings)
+  return StateFactory(abstract, shardings, lambda: init_jit(key))
 
 
-def abstract_target(state_or_abstract: Any, shardings: Any) -> Any:
-  """`ShapeDtypeStruct`s carrying `shardings`: the target a checkpoint is restored onto."""
-  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                      state_or_abstract, shardings)
+def init_train_state(init_params: Callable[[jax.Array], Any],
+                     optimizer: optax.GradientTransformation, key: jax.Array, mesh: Mesh,
+                     *, param_sharding: str = "replicated") -> tuple[TrainState, TrainState]:
+  """Initialised state and its shardings (see `train_state_factory`)."""
+  factory = train_state_factory(init_params, optimizer, key, mesh,
+                                param_sharding=param_sharding)
+  return factory.init(), factory.shardings
 
 
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh,

@@ -29,3 +29,12 @@ def test_text_file_corpus_and_errors(tmp_path):
     load_corpus("kjv", path="/no/Bible.db")
   with pytest.raises(ConfigError, match="config.data.corpus must be one of"):
     load_corpus("wikipedia")
+
+
+def test_stdlib_code_corpus():
+  a = load_corpus("stdlib")
+  assert a == load_corpus("stdlib")
+  assert len(a.train) > 1e6 and len(a.validation) > 1e4
+  assert "def " in a.validation and "import " in a.train
+  # Split by file: roughly 1/20 of the text is validation.
+  assert 0.01 < len(a.validation) / (len(a.train) + len(a.validation)) < 0.15

@@ -29,8 +29,8 @@ def _loss(params, batch, key):
 def _run(workdir, total, poison_step=None, ckpt_every=2):
   mesh = mesh_lib.make_mesh({"data": 1}, devices=jax.devices()[:1])
   opt = state_lib.make_optimizer(OPTIM, total_steps=total)
-  state, sh = state_lib.init_train_state(_init, opt, jax.random.key(0), mesh)
-  step_fn = state_lib.make_train_step(_loss, opt, mesh, sh)
+  factory = state_lib.train_state_factory(_init, opt, jax.random.key(0), mesh)
+  step_fn = state_lib.make_train_step(_loss, opt, mesh, factory.shardings)
 
   def batch_fn(step):
     poison = np.nan if step + 1 == poison_step else 0.0
@@ -38,7 +38,7 @@ def _run(workdir, total, poison_step=None, ckpt_every=2):
                                   "poison": np.full((1,), poison, np.float32)}, mesh)
 
   return loop.train_loop(
-      workdir=workdir, state=state, restore_target=state_lib.abstract_target(state, sh),
+      workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
       train_step=step_fn, batch_fn=batch_fn, key=jax.random.key(1), total_steps=total,
       log_every=3, checkpoint_every=ckpt_every,
       eval_fn=lambda s: {"w_norm": jnp.linalg.norm(s.params["w"])}, eval_every=4)
@@ -51,8 +51,8 @@ def test_nan_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
   assert ck.latest_step == 4
   mesh = mesh_lib.make_mesh({"data": 1}, devices=jax.devices()[:1])
   opt = state_lib.make_optimizer(OPTIM, total_steps=10)
-  state, sh = state_lib.init_train_state(_init, opt, jax.random.key(0), mesh)
-  restored, _ = ck.restore(state_lib.abstract_target(state, sh))
+  target = state_lib.train_state_factory(_init, opt, jax.random.key(0), mesh).abstract
+  restored, _ = ck.restore(target)
   assert np.all(np.isfinite(np.asarray(restored.params["w"])))
 
 
