@@ -1,0 +1,65 @@
+"""T(γ) against Monte-Carlo argmax frequencies, SciPy quadrature, and the fitted form."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from iclr_jax.diffusion import duality
+
+
+@pytest.mark.parametrize("vocab", [2, 5, 30])
+def test_alpha_matches_monte_carlo_argmax(vocab):
+  n = 200_000
+  key = jax.random.key(vocab)
+  for i, gamma in enumerate((-3.0, -1.0, 0.5, 2.0)):
+    a_tilde, s_tilde = duality.gaussian_scales(gamma)
+    eps = jax.random.normal(jax.random.fold_in(key, i), (n, vocab))
+    w = s_tilde * eps + a_tilde * jax.nn.one_hot(0, vocab)
+    p = float(jnp.mean(jnp.argmax(w, -1) == 0))
+    alpha_mc = (vocab * p - 1) / (vocab - 1)
+    se = vocab / (vocab - 1) * np.sqrt(p * (1 - p) / n)
+    got = float(duality.duality_alpha(gamma, vocab_size=vocab))
+    assert abs(got - alpha_mc) < 5 * se + 1e-6, (gamma, got, alpha_mc)
+
+
+def test_quadrature_matches_scipy_at_gpt2_vocab():
+  k = 50257
+  with jax.enable_x64(True):
+    for gamma in np.linspace(-5, -1, 9):
+      m = np.exp(-gamma / 2)
+      p = integrate.quad(lambda z: stats.norm.pdf(z - m) * np.exp((k - 1) * stats.norm.logcdf(z)),
+                         m - 12, m + 12, limit=500, epsabs=1e-14)[0]
+      want = (k * p - 1) / (k - 1)
+      np.testing.assert_allclose(duality.duality_alpha(gamma, vocab_size=k), want, rtol=1e-9,
+                                 atol=1e-12)
+
+
+def test_fitted_form_max_error_over_the_training_range():
+  k = 50257
+  fit = duality.fit_duality(vocab_size=k, gamma_min=-5.0, gamma_max=-1.0)
+  gammas = jnp.linspace(-5.0, -1.0, 4001)
+  with jax.enable_x64(True):
+    alpha, dalpha = duality.duality_alpha_and_derivative(np.asarray(gammas, np.float64),
+                                                         vocab_size=k)
+    # Derivative check of the quadrature itself by central differences.
+    h = 1e-5
+    fd = (duality.duality_alpha(np.float64(-2.5) + h, vocab_size=k)
+          - duality.duality_alpha(np.float64(-2.5) - h, vocab_size=k)) / (2 * h)
+    _, d_mid = duality.duality_alpha_and_derivative(np.float64(-2.5), vocab_size=k)
+    np.testing.assert_allclose(d_mid, fd, rtol=1e-6)
+  a_fit, d_fit = jax.jit(duality.duality_fit_eval)(fit, gammas)
+  # The float32 quadrature itself is accurate too (log Φ for z > 0 done carefully).
+  a32 = duality.duality_alpha(gammas, vocab_size=k)
+  assert a32.dtype == jnp.float32 and float(jnp.max(jnp.abs(a32 - alpha))) < 1e-6
+  assert float(jnp.max(jnp.abs(a_fit - alpha))) < 1e-6
+  assert float(jnp.max(jnp.abs(d_fit - dalpha))) < 1e-5
+  assert np.all(np.asarray(dalpha) < 0)  # more noise (larger γ), less signal
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match="vocab_size must be an int >= 2"):
+    duality.duality_alpha(0.0, vocab_size=1)
+  with pytest.raises(ValueError, match="need gamma_min < gamma_max"):
+    duality.fit_duality(vocab_size=10, gamma_min=1.0, gamma_max=-1.0)
