@@ -1,10 +1,27 @@
-"""Discrete diffusion: uniform-state (Duo, Duo++ with Ψ-samplers) and masked (MDLM)."""
+"""Discrete diffusion: uniform-state (Duo, Duo++ with Ψ-samplers) and masked (MDLM).
 
+    from iclr_jax.diffusion import uniform_posterior, psi_posterior, duality_alpha
+"""
+
+from iclr_jax.diffusion.curriculum import (CurriculumSample, full_curriculum,
+                                           top_order_statistics, topk_curriculum,
+                                           topk_soft_weights)
+from iclr_jax.diffusion.duality import (DualityFit, argmax_hit_probability, duality_alpha,
+                                        duality_alpha_and_derivative, duality_fit_eval,
+                                        fit_duality, gaussian_scales)
+from iclr_jax.diffusion.losses import (duo_elbo, masked_posterior, mdlm_loss, subs_log_probs,
+                                       uniform_prior_kl)
 from iclr_jax.diffusion.schedules import SCHEDULES, ScheduleValue, cosine, log_linear, schedule
 from iclr_jax.diffusion.uniform import (KAPPA_SCHEDULES, clean_posterior, kappa_schedule,
                                         psi_posterior, sample_uniform_forward,
                                         uniform_marginal, uniform_posterior)
 
-__all__ = ["KAPPA_SCHEDULES", "SCHEDULES", "ScheduleValue", "clean_posterior", "cosine",
-           "kappa_schedule", "log_linear", "psi_posterior", "sample_uniform_forward",
-           "schedule", "uniform_marginal", "uniform_posterior"]
+__all__ = [
+    "CurriculumSample", "DualityFit", "KAPPA_SCHEDULES", "SCHEDULES", "ScheduleValue",
+    "argmax_hit_probability", "clean_posterior", "cosine", "duality_alpha",
+    "duality_alpha_and_derivative", "duality_fit_eval", "duo_elbo", "fit_duality",
+    "full_curriculum", "gaussian_scales", "kappa_schedule", "log_linear", "masked_posterior",
+    "mdlm_loss", "psi_posterior", "sample_uniform_forward", "schedule", "subs_log_probs",
+    "top_order_statistics", "topk_curriculum", "topk_soft_weights", "uniform_marginal",
+    "uniform_posterior", "uniform_prior_kl",
+]
