@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -42,7 +42,7 @@ def _host_scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def train_loop(*, workdir: str, init_state: Callable[[], Any], restore_target: Any,
-               train_step: Callable,
+               train_step: Callable | Sequence[tuple[int, Callable]],
                batch_fn: Callable[[int], Any], key: jax.Array, total_steps: int,
                log_every: int, checkpoint_every: int, keep_checkpoints: int = 2,
                eval_every: int = 0, eval_fn: Callable[[Any], Mapping[str, Any]] | None = None
@@ -53,7 +53,9 @@ def train_loop(*, workdir: str, init_state: Callable[[], Any], restore_target: A
     workdir: run directory; a checkpoint there is resumed from.
     init_state: `() -> TrainState`, called only when there is nothing to resume.
     restore_target: abstract TrainState with shardings (`StateFactory.abstract`).
-    train_step: `(state, first_bad, batch, key) -> (state, first_bad, metrics)`.
+    train_step: `(state, first_bad, batch, key) -> (state, first_bad, metrics)`, or phases
+      `[(end_step, train_step), ...]`: each step runs the first phase with step < end_step
+      (e.g. a curriculum, then plain training).
     batch_fn: `step -> batch` (a pure function of the step for exact resumption).
     key: base key; the step folds its number in.
     total_steps: final step number.
@@ -85,9 +87,17 @@ def train_loop(*, workdir: str, init_state: Callable[[], Any], restore_target: A
       ckpt.wait()
       raise NonFiniteLossError(bad, ckpt.latest_step)
 
+  phases = [(total_steps, train_step)] if callable(train_step) else list(train_step)
+
+  def step_fn(step):
+    for end, fn in phases:
+      if step < end:
+        return fn
+    return phases[-1][1]
+
   try:
     for step in range(start, total_steps):
-      state, first_bad, metrics = train_step(state, first_bad, batch_fn(step), key)
+      state, first_bad, metrics = step_fn(step)(state, first_bad, batch_fn(step), key)
       done = step + 1
       progress.advance(done)
       if done % log_every == 0 or done == total_steps:

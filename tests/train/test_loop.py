@@ -70,3 +70,23 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert a[s].get("loss") == b[s].get("loss") and a[s].get("eval_w_norm") == \
         b[s].get("eval_w_norm")
   assert evals[-1]["step"] == 9
+
+
+def test_phases_switch_at_their_end_step(tmp_path):
+  mesh = mesh_lib.make_mesh({"data": 1}, devices=jax.devices()[:1])
+  opt = state_lib.make_optimizer(OPTIM, total_steps=6)
+  factory = state_lib.train_state_factory(_init, opt, jax.random.key(0), mesh)
+
+  def tagged(tag):
+    def loss(params, batch, key):
+      value, aux = _loss(params, batch, key)
+      return value, {**aux, "phase": jnp.asarray(tag, jnp.float32)}
+    return state_lib.make_train_step(loss, opt, mesh, factory.shardings)
+
+  batch = mesh_lib.global_batch({"target": np.zeros((1, 3), np.float32),
+                                 "poison": np.zeros((1,), np.float32)}, mesh)
+  loop.train_loop(workdir=str(tmp_path), init_state=factory.init,
+                  restore_target=factory.abstract, train_step=[(4, tagged(1)), (6, tagged(2))],
+                  batch_fn=lambda step: batch, key=jax.random.key(1), total_steps=6,
+                  log_every=1, checkpoint_every=3)
+  assert [r["phase"] for r in read_metrics(str(tmp_path))] == [1, 1, 1, 1, 2, 2]
