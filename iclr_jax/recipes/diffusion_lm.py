@@ -1,0 +1,225 @@
+"""Discrete-diffusion language models on real text: Duo (uniform state, K-dim curriculum),
+Duo++ (top-k curriculum) and MDLM (masked). Entry: `train_and_evaluate(config, workdir)` with
+`config.experiment` in ALGOS. Training logs the loss; evaluation the validation ELBO
+(nats/token, perplexity bound) on the plain discrete process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from flax import nnx
+
+from iclr_jax import diffusion
+from iclr_jax.datasets.lm_batches import LMBatches, eval_windows
+from iclr_jax.errors import ConfigError
+from iclr_jax.nn.dit import DiT
+from iclr_jax.recipes.ar_lm import load_data
+from iclr_jax.train import loop
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train import state as state_lib
+
+ALGOS = ("duo", "duo_pp", "mdlm")
+
+
+def _times(key, batch: int, *, t_min: float, antithetic: bool) -> jax.Array:
+  """t ∈ [t_min, 1] per example; antithetic: one uniform offset + evenly spaced strata."""
+  u = jax.random.uniform(key, (batch,))
+  if antithetic:
+    u = (u[:1] + jnp.arange(batch) / batch) % 1.0
+  return t_min + (1.0 - t_min) * u
+
+
+class DiffusionLM:
+  """The model and losses of one algorithm; `vocab` is the tokenizer's size K."""
+
+  def __init__(self, config, vocab: int):
+    self.algo, self.cfg, self.vocab = config.experiment, config.diffusion, vocab
+    if self.algo not in ALGOS:
+      raise ConfigError(f"config.experiment must be one of {ALGOS}, got {self.algo!r}")
+    self.model_vocab = vocab + 1 if self.algo == "mdlm" else vocab
+    self.mask_id = vocab  # only used by MDLM
+    mc = config.model
+    self._build = lambda key: DiT(
+        vocab_size=self.model_vocab, d_model=mc.d_model, num_layers=mc.num_layers,
+        num_heads=mc.num_heads, mlp_ratio=mc.mlp_ratio,
+        cond_dim=0 if self.algo == "mdlm" else mc.cond_dim, attention=mc.attention,
+        rngs=nnx.Rngs(params=key), dtype=jnp.dtype(mc.dtype))
+    self.graphdef = nnx.split(nnx.eval_shape(lambda: self._build(jax.random.key(0))))[0]
+    if self.algo != "mdlm":
+      self.fit = diffusion.fit_duality(vocab_size=vocab, gamma_min=self.cfg.gamma_min,
+                                       gamma_max=self.cfg.gamma_max)
+
+  def init_params(self, key):
+    return nnx.state(self._build(key))
+
+  def apply(self, params, ids, sigma, weights=None):
+    return nnx.merge(self.graphdef, params)(ids, sigma, weights=weights)
+
+  def _schedule(self, t):
+    s = diffusion.schedule(self.cfg.schedule, t, eps=self.cfg.eps)
+    return s.alpha, s.dalpha
+
+  def discrete_loss(self, params, x, key):
+    """Per-token loss of the plain discrete process (training after the curriculum, and
+    validation). x int [B, L] -> [B, L]."""
+    k_t, k_z = jax.random.split(key)
+    t = _times(k_t, x.shape[0], t_min=self.cfg.t_min, antithetic=self.cfg.antithetic)
+    a, da = self._schedule(t)
+    sigma = -jnp.log(a)
+    if self.algo == "mdlm":
+      keep = jax.random.uniform(k_z, x.shape) < a[:, None]
+      z = jnp.where(keep, x, self.mask_id)
+      logp = diffusion.subs_log_probs(self.apply(params, z, sigma), z, mask_id=self.mask_id)
+      return diffusion.mdlm_loss(logp, x, z, alpha=a[:, None], dalpha=da[:, None],
+                                 mask_id=self.mask_id)
+    z = diffusion.sample_uniform_forward(k_z, x, alpha=a[:, None], vocab_size=self.vocab)
+    probs = jax.nn.softmax(self.apply(params, z, sigma), axis=-1)
+    return diffusion.duo_elbo(probs, x, z, alpha=a[:, None], dalpha=da[:, None])
+
+  def curriculum_loss(self, params, x, key):
+    """Duo / Duo++ curriculum: soft inputs from the Gaussian latent, ELBO at z_t = argmax."""
+    k_t, k_w = jax.random.split(key)
+    t = _times(k_t, x.shape[0], t_min=self.cfg.t_min, antithetic=self.cfg.antithetic)
+    span = self.cfg.gamma_max - self.cfg.gamma_min
+    gamma = self.cfg.gamma_min + t * span
+    a, da_dgamma = diffusion.duality_fit_eval(self.fit, gamma)
+    sigma = -jnp.log(a)
+    g = jnp.broadcast_to(gamma[:, None], x.shape)
+    if self.algo == "duo_pp":
+      smp = diffusion.topk_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
+                                      k=self.cfg.topk, tau=self.cfg.tau)
+      logits = self.apply(params, smp.ids, sigma, weights=smp.weights)
+      z = smp.z_t
+    else:
+      weights, z = diffusion.full_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
+                                             tau=self.cfg.tau)
+      logits = self.apply(params, None, sigma, weights=weights)
+    return diffusion.duo_elbo(jax.nn.softmax(logits, axis=-1), x, z, alpha=a[:, None],
+                              dalpha=(da_dgamma * span)[:, None])
+
+
+def _mean_loss(per_token_fn):
+  def loss(params, batch, key):
+    value = per_token_fn(params, batch["tokens"], key).mean()
+    return value, {}
+  return loss
+
+
+def make_eval_fn(lm: DiffusionLM, windows: np.ndarray, mesh, *, repeats: int, seed: int):
+  """`state -> {'elbo', 'perplexity'}`: MC validation NELBO (nats/token) of the discrete
+  process over fixed windows and fixed keys; the uniform-state prior term is included."""
+  sharding = mesh_lib.batch_sharding(mesh)
+  batches = [jax.device_put(w, sharding) for w in windows]
+
+  @jax.jit
+  def batch_loss(params, tokens, key):
+    return lm.discrete_loss(params, tokens, key).mean()
+
+  prior = 0.0
+  if lm.algo != "mdlm":
+    a1 = float(lm._schedule(jnp.asarray(1.0))[0])  # pylint: disable=protected-access
+    prior = float(diffusion.uniform_prior_kl(jnp.zeros(()), alpha_1=a1, vocab_size=lm.vocab))
+
+  def evaluate(state):
+    keys = jax.random.split(jax.random.key(seed), repeats * len(batches))
+    vals = [float(batch_loss(state.params, b, keys[i * len(batches) + j]))
+            for i in range(repeats) for j, b in enumerate(batches)]
+    elbo = float(np.mean(vals)) + prior
+    return {"elbo": elbo, "perplexity": float(np.exp(elbo))}
+
+  return evaluate
+
+
+def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
+  """Trains Duo / Duo++ / MDLM in `workdir` (resuming if possible); returns final metrics."""
+  loop.prepare_workdir(workdir, config)
+  mesh = mesh_lib.make_mesh(config.mesh)
+  mesh_lib.check_batch_size(config.batch_size, mesh)
+  mesh_lib.check_batch_size(config.eval_batch_size, mesh, name="config.eval_batch_size")
+  data = load_data(config.data, workdir)
+  lm = DiffusionLM(config, data.tokenizer.vocab_size)
+  logging.info("%s: vocab %d, %d train tokens, mesh %s", lm.algo, lm.vocab, len(data.train),
+               dict(mesh.shape))
+  optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
+  key_init, key_train = jax.random.split(jax.random.key(config.seed))
+  factory = state_lib.train_state_factory(lm.init_params, optimizer, key_init, mesh,
+                                          param_sharding=config.mesh.param_sharding)
+  plain = state_lib.make_train_step(_mean_loss(lm.discrete_loss), optimizer, mesh,
+                                    factory.shardings)
+  phases: Any = plain
+  curriculum_end = int(config.diffusion.curriculum_fraction * config.num_steps)
+  if lm.algo != "mdlm" and curriculum_end > 0:
+    curr = state_lib.make_train_step(_mean_loss(lm.curriculum_loss), optimizer, mesh,
+                                     factory.shardings)
+    phases = [(curriculum_end, curr), (config.num_steps, plain)]
+  batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
+                      seed=config.seed, process_index=jax.process_index(),
+                      process_count=jax.process_count())
+  windows = eval_windows(data.validation, seq_len=config.data.seq_len - 1,
+                         batch_size=config.eval_batch_size,
+                         max_batches=config.eval_batches or None)
+  state, eval_rows = loop.train_loop(
+      workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
+      train_step=phases,
+      batch_fn=lambda step: mesh_lib.global_batch(
+          {"tokens": batches(step)["tokens"][:, :-1]}, mesh),
+      key=key_train, total_steps=config.num_steps, log_every=config.log_every,
+      checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,
+      eval_every=config.eval_every,
+      eval_fn=make_eval_fn(lm, windows, mesh, repeats=config.eval_repeats, seed=config.seed))
+  final = {k.removeprefix("eval_"): v for k, v in eval_rows[-1].items()}
+  logging.info("%s validation ELBO %.4f nats/token (perplexity <= %.2f)", lm.algo,
+               final["elbo"], final["perplexity"])
+  loop.write_json(workdir, "final_metrics.json", final)
+  del state
+  return final
+
+
+def base_config(algo: str, arg: str | None = None):
+  """The shared config of configs/{duo,duo_pp,mdlm}.py; `arg='smoke'` runs in seconds."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  if algo not in ALGOS:
+    raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+  c = ml_collections.ConfigDict()
+  c.experiment = algo
+  c.seed = 0
+  c.data = dict(corpus="kjv", corpus_path="", tokenizer="bpe", vocab_size=2048,
+                tokenizer_path="", cache_dir="", seq_len=128)
+  c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, cond_dim=128,
+                 attention="softmax", dtype="float32")
+  # Duo's OWT script: γ ∈ [−3.55, −1.85], τ = 1e-3, curriculum for the first half.
+  c.diffusion = dict(schedule="log-linear", eps=1e-3, t_min=1e-3, antithetic=True,
+                     gamma_min=-3.55, gamma_max=-1.85, tau=1e-3, topk=2,
+                     curriculum_fraction=0.0 if algo == "mdlm" else 0.5)
+  c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.0, b1=0.9, b2=0.999,
+                 grad_clip=1.0, min_lr_ratio=0.1)
+  c.batch_size = 32
+  c.num_steps = 800
+  c.log_every = 50
+  c.eval_every = 400
+  c.eval_batch_size = 32
+  c.eval_batches = 0
+  c.eval_repeats = 2
+  c.checkpoint_every = 200
+  c.keep_checkpoints = 2
+  c.mesh = dict(data=-1, model=1, param_sharding="replicated")
+  if arg == "smoke":
+    c.data.vocab_size = 300
+    c.data.seq_len = 16
+    c.model.update(d_model=32, num_layers=1, num_heads=2, cond_dim=16)
+    c.optim.warmup_steps = 2
+    c.batch_size = c.eval_batch_size = 8
+    c.num_steps = 6
+    c.log_every = 1
+    c.eval_every = 3
+    c.eval_batches = 2
+    c.eval_repeats = 1
+    c.checkpoint_every = 3
+  elif arg:
+    raise ValueError(f"configs/{algo}.py: unknown argument {arg!r} (use '' or 'smoke')")
+  return c
