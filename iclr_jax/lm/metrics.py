@@ -38,3 +38,27 @@ def unigram_cross_entropy(train_tokens: np.ndarray, eval_tokens: np.ndarray, *,
   counts = np.bincount(np.asarray(train_tokens), minlength=vocab_size).astype(np.float64) + 1
   logp = np.log(counts / counts.sum())
   return float(-logp[np.asarray(eval_tokens)].mean())
+
+
+def sequence_nll(logits: jax.Array, tokens: jax.Array) -> jax.Array:
+  """Mean NLL (nats) of tokens[:, 1:] given their prefixes, per sequence.
+
+  Args:
+    logits: [n, length − 1, vocab], a causal LM's output on tokens[:, :-1].
+    tokens: int [n, length].
+
+  Returns:
+    [n].
+  """
+  return next_token_nll(logits, tokens[:, 1:]).mean(axis=-1)
+
+
+def unigram_entropy(tokens: jax.Array, *, vocab_size: int) -> jax.Array:
+  """Entropy (nats) of each sequence's own token histogram. tokens int [n, length] -> [n].
+
+  Low values flag degenerate, repetitive samples (the diversity check next to Gen-PPL).
+  """
+  chex.assert_rank(tokens, 2)
+  counts = jax.vmap(lambda row: jnp.bincount(row, length=vocab_size))(tokens)
+  p = counts / tokens.shape[1]
+  return -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0), axis=-1)

@@ -6,6 +6,7 @@ Duo++ (top-k curriculum) and MDLM (masked). Entry: `train_and_evaluate(config, w
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -175,9 +176,26 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   final = {k.removeprefix("eval_"): v for k, v in eval_rows[-1].items()}
   logging.info("%s validation ELBO %.4f nats/token (perplexity <= %.2f)", lm.algo,
                final["elbo"], final["perplexity"])
+  if config.eval.samplers:
+    final["sampler_table"] = evaluate_samplers(config, workdir, lm, state.params, data)
   loop.write_json(workdir, "final_metrics.json", final)
-  del state
   return final
+
+
+def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> list[dict]:
+  """Sampler × steps table under the AR evaluator; writes table, plot and samples."""
+  from iclr_jax.recipes import diffusion_eval  # pylint: disable=import-outside-toplevel
+  ar_logits = diffusion_eval.ar_evaluator(config, workdir, data.tokenizer)
+  rows, outputs = diffusion_eval.sampler_table(lm, params, ar_logits, config,
+                                               jax.random.key(config.seed + 1),
+                                               data.validation)
+  if jax.process_index() == 0:
+    loop.write_json(workdir, "sampler_table.json", rows)
+    diffusion_eval.plot_table(rows, os.path.join(workdir, "sampler_plot.png"),
+                              f"{lm.algo}: Gen-PPL and entropy vs sampling steps")
+    diffusion_eval.write_samples(os.path.join(workdir, "samples.txt"), outputs,
+                                 data.tokenizer)
+  return rows
 
 
 def base_config(algo: str, arg: str | None = None):
@@ -208,6 +226,13 @@ def base_config(algo: str, arg: str | None = None):
   c.checkpoint_every = 200
   c.keep_checkpoints = 2
   c.mesh = dict(data=-1, model=1, param_sharding="replicated")
+  # After training: samplers x steps, scored by an AR evaluator (trained in
+  # <workdir>/ar_evaluator unless ar_workdir names an ar_lm run with the same tokenizer).
+  c.eval = dict(ar_workdir="", ar_config_arg="", ar_steps=400, num_samples=32,
+                steps=(8, 16, 32, 64, 128),
+                samplers=("ancestral",) if algo == "mdlm" else ("ancestral", "psi"),
+                top_p=0.9, psi_kappa="max-capped", psi_eta=0.02, psi_hold_at=0.9,
+                psi_hold_fraction=0.0)
   if arg == "smoke":
     c.data.vocab_size = 300
     c.data.seq_len = 16
@@ -220,6 +245,7 @@ def base_config(algo: str, arg: str | None = None):
     c.eval_batches = 2
     c.eval_repeats = 1
     c.checkpoint_every = 3
+    c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4))
   elif arg:
     raise ValueError(f"configs/{algo}.py: unknown argument {arg!r} (use '' or 'smoke')")
   return c

@@ -15,18 +15,47 @@ from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.metrics import read_metrics
 
 
-@pytest.mark.parametrize("algo", ["duo_pp", "mdlm"])
-def test_smoke_run_and_resume(algo, tmp_path):
-  config = diffusion_lm.base_config(algo, "smoke")
-  final = diffusion_lm.train_and_evaluate(config, str(tmp_path))
-  rows = read_metrics(str(tmp_path))
+@pytest.fixture(scope="module")
+def duo_pp_run(tmp_path_factory):
+  """Duo++ smoke run that also trains its own (smoke) AR evaluator and sampler table."""
+  workdir = tmp_path_factory.mktemp("duo_pp")
+  config = diffusion_lm.base_config("duo_pp", "smoke")
+  return config, workdir, diffusion_lm.train_and_evaluate(config, str(workdir))
+
+
+def _check_run(config, workdir, final):
+  rows = read_metrics(str(workdir))
   train = [r for r in rows if "loss" in r]
   assert [r["step"] for r in train] == list(range(1, 7))
   assert all(np.isfinite(r["loss"]) for r in train)
-  assert json.load(open(tmp_path / "final_metrics.json"))["elbo"] == final["elbo"]
-  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["3", "6"]
-  again = diffusion_lm.train_and_evaluate(config, str(tmp_path))  # resumes at the end
+  assert json.load(open(workdir / "final_metrics.json"))["elbo"] == final["elbo"]
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["3", "6"]
+  table = json.load(open(workdir / "sampler_table.json"))
+  assert table[0]["sampler"] == "data"
+  assert [(r["sampler"], r["steps"]) for r in table[1:]] == [
+      (s, n) for s in config.eval.samplers for n in config.eval.steps]
+  for r in table:
+    assert np.isfinite(r["gen_ppl"]) and r["gen_ppl"] > 1
+    assert 0 < r["entropy"] <= np.log(config.data.seq_len) + 1e-6
+  assert (workdir / "sampler_plot.png").stat().st_size > 1000
+  assert (workdir / "samples.txt").read_text().count("=== ") == 2 * (len(table) - 1)
+
+
+def test_duo_pp_smoke_run_and_resume(duo_pp_run):
+  config, workdir, final = duo_pp_run
+  _check_run(config, workdir, final)
+  config.eval.samplers = ()
+  again = diffusion_lm.train_and_evaluate(config, str(workdir))  # resumes at the end
   assert again["elbo"] == pytest.approx(final["elbo"], rel=1e-6)
+
+
+def test_mdlm_smoke_run_with_an_existing_ar_evaluator(duo_pp_run, tmp_path):
+  _, duo_dir, _ = duo_pp_run
+  config = diffusion_lm.base_config("mdlm", "smoke")
+  config.eval.ar_workdir = str(duo_dir / "ar_evaluator")
+  final = diffusion_lm.train_and_evaluate(config, str(tmp_path))
+  _check_run(config, tmp_path, final)
+  assert not (tmp_path / "ar_evaluator").exists()
 
 
 def _untrained(algo, vocab=40):
