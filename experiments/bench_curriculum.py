@@ -1,0 +1,114 @@
+"""Peak memory and step time of the Duo curriculum: K-dim (Duo) vs top-k (Duo++).
+
+One training step (forward + backward + AdamW) of a DiT on the curriculum loss, per case in
+its own subprocess so peak memory is the case's own (ru_maxrss on CPU; the device's
+peak_bytes_in_use where the backend reports it).
+
+  python experiments/bench_curriculum.py                  # the default grid
+  python experiments/bench_curriculum.py --vocab=50257 --sizes=8x128 --topk=2
+Writes bench_results/curriculum.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+_VOCAB = flags.DEFINE_list("vocab", ["4096", "50257"], "Vocabulary sizes K.")
+_SIZES = flags.DEFINE_list("sizes", ["8x128", "16x256"], "batch x length cases.")
+_TOPK = flags.DEFINE_list("topk", ["2", "3", "5"], "k values of the top-k curriculum.")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed steps (median reported).")
+_D_MODEL = flags.DEFINE_integer("d_model", 128, "DiT width.")
+_LAYERS = flags.DEFINE_integer("layers", 2, "DiT depth.")
+_OUT = flags.DEFINE_string("out", "bench_results/curriculum.json", "JSON output.")
+_CASE = flags.DEFINE_string("case", None, "Internal: run one case 'algo,K,B,L' and print JSON.")
+
+
+def run_case(algo: str, vocab: int, batch: int, length: int) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes import diffusion_lm  # pylint: disable=import-outside-toplevel
+  from iclr_jax.train import mesh as mesh_lib, state as state_lib  # pylint: disable=import-outside-toplevel
+
+  config = diffusion_lm.base_config("duo" if algo == "full" else "duo_pp")
+  config.model.update(d_model=_D_MODEL.value, num_layers=_LAYERS.value, num_heads=4)
+  if algo != "full":
+    config.diffusion.topk = int(algo.removeprefix("top"))
+  lm = diffusion_lm.DiffusionLM(config, vocab)
+  mesh = mesh_lib.make_mesh({"data": 1}, devices=jax.devices()[:1])
+  opt = state_lib.make_optimizer(ml_collections.ConfigDict(config.optim), total_steps=100)
+  factory = state_lib.train_state_factory(lm.init_params, opt, jax.random.key(0), mesh)
+  step = state_lib.make_train_step(
+      lambda p, b, k: (lm.curriculum_loss(p, b["tokens"], k).mean(), {}), opt, mesh,
+      factory.shardings)
+  state = factory.init()
+  bad = jax.numpy.asarray(-1)
+  tokens = np.random.default_rng(0).integers(0, vocab, (batch, length)).astype(np.int32)
+  batch_arr = mesh_lib.global_batch({"tokens": tokens}, mesh)
+  state, bad, m = step(state, bad, batch_arr, jax.random.key(1))  # compile
+  jax.block_until_ready(m)
+  times = []
+  for i in range(_REPEATS.value):
+    t0 = time.perf_counter()
+    state, bad, m = step(state, bad, batch_arr, jax.random.key(2 + i))
+    jax.block_until_ready(m)
+    times.append(time.perf_counter() - t0)
+  stats = jax.devices()[0].memory_stats() or {}
+  return {"algo": algo, "vocab": vocab, "batch": batch, "length": length,
+          "step_seconds": float(np.median(times)),
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+          "device_peak_mb": stats.get("peak_bytes_in_use", 0) / 2 ** 20 or None,
+          "loss": float(m["loss"]), "device": jax.devices()[0].device_kind}
+
+
+def main(argv):
+  del argv
+  if _CASE.value:
+    algo, vocab, batch, length = _CASE.value.split(",")
+    print("RESULT " + json.dumps(run_case(algo, int(vocab), int(batch), int(length))))
+    return
+  rows = []
+  algos = ["full"] + [f"top{k}" for k in _TOPK.value]
+  for vocab in _VOCAB.value:
+    for size in _SIZES.value:
+      b, l = size.split("x")
+      for algo in algos:
+        cmd = [sys.executable, os.path.abspath(__file__), f"--case={algo},{vocab},{b},{l}",
+               f"--repeats={_REPEATS.value}", f"--d_model={_D_MODEL.value}",
+               f"--layers={_LAYERS.value}"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+        row = (json.loads(line[0][7:]) if line else
+               {"algo": algo, "vocab": int(vocab), "batch": int(b), "length": int(l),
+                "error": (r.stderr.strip().splitlines() or ["?"])[-1][:200]})
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+  print(f"\n{'K':>6} {'B x L':>9} {'curriculum':>10} {'step s':>8} {'peak MB':>9} "
+        f"{'vs full time':>12} {'vs full mem':>11}")
+  for r in rows:
+    full = next((f for f in rows if f["algo"] == "full" and f["vocab"] == r["vocab"]
+                 and f["batch"] == r["batch"] and f["length"] == r["length"]
+                 and "error" not in f), None)
+    if "error" in r:
+      print(f"{r['vocab']:>6} {r['batch']}x{r['length']:<6} {r['algo']:>10}  error: {r['error']}")
+      continue
+    mem = r["device_peak_mb"] or r["peak_rss_mb"]
+    rel_t = f"{r['step_seconds'] / full['step_seconds'] - 1:+.0%}" if full else "-"
+    fmem = full and (full["device_peak_mb"] or full["peak_rss_mb"])
+    rel_m = f"{mem / fmem - 1:+.0%}" if full else "-"
+    print(f"{r['vocab']:>6} {r['batch']:>4}x{r['length']:<4} {r['algo']:>10} "
+          f"{r['step_seconds']:8.3f} {mem:9.0f} {rel_t:>12} {rel_m:>11}")
+  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
+  with open(_OUT.value, "w") as f:
+    json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+  app.run(main)
