@@ -1,8 +1,9 @@
 """Peak memory and step time of the Duo curriculum: K-dim (Duo) vs top-k (Duo++).
 
 One training step (forward + backward + AdamW) of a DiT on the curriculum loss, per case in
-its own subprocess so peak memory is the case's own (ru_maxrss on CPU; the device's
-peak_bytes_in_use where the backend reports it).
+its own subprocess so peak memory is the case's own (ru_maxrss on CPU, which includes the
+runtime and compiler; the device's peak_bytes_in_use where the backend reports it), plus
+XLA's temp buffer size of the compiled step (activations and intermediates).
 
   python experiments/bench_curriculum.py                  # the default grid
   python experiments/bench_curriculum.py --vocab=50257 --sizes=8x128 --topk=2
@@ -52,6 +53,8 @@ def run_case(algo: str, vocab: int, batch: int, length: int) -> dict:
   bad = jax.numpy.asarray(-1)
   tokens = np.random.default_rng(0).integers(0, vocab, (batch, length)).astype(np.int32)
   batch_arr = mesh_lib.global_batch({"tokens": tokens}, mesh)
+  analysis = step.lower(state, bad, batch_arr, jax.random.key(1)).compile().memory_analysis()
+  temp_mb = getattr(analysis, "temp_size_in_bytes", 0) / 2 ** 20 if analysis else None
   state, bad, m = step(state, bad, batch_arr, jax.random.key(1))  # compile
   jax.block_until_ready(m)
   times = []
@@ -63,6 +66,7 @@ def run_case(algo: str, vocab: int, batch: int, length: int) -> dict:
   stats = jax.devices()[0].memory_stats() or {}
   return {"algo": algo, "vocab": vocab, "batch": batch, "length": length,
           "step_seconds": float(np.median(times)),
+          "xla_temp_mb": temp_mb,
           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
           "device_peak_mb": stats.get("peak_bytes_in_use", 0) / 2 ** 20 or None,
           "loss": float(m["loss"]), "device": jax.devices()[0].device_kind}
@@ -91,7 +95,7 @@ def main(argv):
         rows.append(row)
         print(json.dumps(row), flush=True)
   print(f"\n{'K':>6} {'B x L':>9} {'curriculum':>10} {'step s':>8} {'peak MB':>9} "
-        f"{'vs full time':>12} {'vs full mem':>11}")
+        f"{'XLA temp MB':>11} {'vs full time':>12} {'vs full mem':>11} {'vs full temp':>12}")
   for r in rows:
     full = next((f for f in rows if f["algo"] == "full" and f["vocab"] == r["vocab"]
                  and f["batch"] == r["batch"] and f["length"] == r["length"]
@@ -103,8 +107,11 @@ def main(argv):
     rel_t = f"{r['step_seconds'] / full['step_seconds'] - 1:+.0%}" if full else "-"
     fmem = full and (full["device_peak_mb"] or full["peak_rss_mb"])
     rel_m = f"{mem / fmem - 1:+.0%}" if full else "-"
+    rel_x = (f"{r['xla_temp_mb'] / full['xla_temp_mb'] - 1:+.0%}"
+             if full and full.get("xla_temp_mb") else "-")
     print(f"{r['vocab']:>6} {r['batch']:>4}x{r['length']:<4} {r['algo']:>10} "
-          f"{r['step_seconds']:8.3f} {mem:9.0f} {rel_t:>12} {rel_m:>11}")
+          f"{r['step_seconds']:8.3f} {mem:9.0f} {r.get('xla_temp_mb') or 0:11.0f} "
+          f"{rel_t:>12} {rel_m:>11} {rel_x:>12}")
   os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
   with open(_OUT.value, "w") as f:
     json.dump(rows, f, indent=2)
