@@ -5,7 +5,6 @@ bits/byte vs a unigram baseline) and sample. Entry point: `train_and_evaluate(co
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -14,31 +13,14 @@ from absl import logging
 from flax import nnx
 
 from iclr_jax import lm
-from iclr_jax.datasets.lm_batches import LMBatches, eval_windows
-from iclr_jax.datasets.text import load_corpus
-from iclr_jax.datasets.tokenizer import get_tokenizer
+from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError
 from iclr_jax.nn.transformer import DecoderLM
+from iclr_jax.recipes.text_run import (LMData, setup_text_run, shrink_for_smoke,
+                                       text_config)
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
-
-
-class LMData(NamedTuple):
-  tokenizer: Any
-  train: np.ndarray      # int32 [num_train_tokens]
-  validation: np.ndarray  # int32 [num_val_tokens]
-  tokens_per_byte: float  # validation tokens / validation UTF-8 bytes
-
-
-def load_data(data_config, workdir: str | None) -> LMData:
-  corpus = load_corpus(data_config.corpus, path=data_config.corpus_path or None)
-  tok = get_tokenizer(data_config.tokenizer, train_text=corpus.train,
-                      vocab_size=data_config.vocab_size, workdir=workdir,
-                      cache_dir=data_config.cache_dir or None,
-                      path=data_config.tokenizer_path or None)
-  train, val = tok.encode(corpus.train), tok.encode(corpus.validation)
-  return LMData(tok, train, val, len(val) / max(len(corpus.validation.encode("utf-8")), 1))
 
 
 def build_model(model_config, vocab_size: int, key: jax.Array) -> DecoderLM:
@@ -133,17 +115,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   Returns:
     Final metrics: validation loss/perplexity/bits-per-byte and the unigram baseline.
   """
-  loop.prepare_workdir(workdir, config)
-  mesh = mesh_lib.make_mesh(config.mesh)
-  logging.info("mesh %s over %d process(es)", dict(mesh.shape), jax.process_count())
-  mesh_lib.check_batch_size(config.batch_size, mesh)
-  mesh_lib.check_batch_size(config.eval_batch_size, mesh, name="config.eval_batch_size")
-  if config.num_steps < 1:
-    raise ConfigError(f"config.num_steps must be >= 1, got {config.num_steps}")
-  data = load_data(config.data, workdir)
+  mesh, data, batches = setup_text_run(config, workdir)
   vocab = data.tokenizer.vocab_size
-  logging.info("corpus %s: %d train / %d validation tokens, vocab %d", config.data.corpus,
-               len(data.train), len(data.validation), vocab)
   init_params, apply = model_functions(config.model, vocab)
   optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train, key_sample = jax.random.split(jax.random.key(config.seed), 3)
@@ -151,9 +124,6 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
       init_params, optimizer, key_init, mesh, param_sharding=config.mesh.param_sharding)
   train_step = state_lib.make_train_step(
       lambda p, b, k: lm_loss(apply, p, b, k), optimizer, mesh, factory.shardings)
-  batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
-                      seed=config.seed, process_index=jax.process_index(),
-                      process_count=jax.process_count())
   windows = eval_windows(data.validation, seq_len=config.data.seq_len,
                          batch_size=config.eval_batch_size,
                          max_batches=config.eval_batches or None)
@@ -181,37 +151,15 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
 
 def base_config(arg: str | None = None):
   """The config of configs/ar_lm.py (also the diffusion runs' AR evaluator); 'smoke' shrinks it."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
-  c = ml_collections.ConfigDict()
-  c.experiment = "ar_lm"
-  c.seed = 0
-  c.data = dict(corpus="kjv", corpus_path="", tokenizer="bpe", vocab_size=2048,
-                tokenizer_path="", cache_dir="", seq_len=128)
+  c = text_config("ar_lm", num_steps=600, eval_every=200, checkpoint_every=100)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, norm="rms",
                  attention="softmax", tie_embeddings=True, dtype="float32")
   c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.1, b1=0.9, b2=0.95,
                  grad_clip=1.0, min_lr_ratio=0.1)
-  c.batch_size = 32
-  c.num_steps = 600
-  c.log_every = 50
-  c.eval_every = 200
-  c.eval_batch_size = 32
-  c.eval_batches = 0  # 0: the whole validation split
-  c.checkpoint_every = 100
-  c.keep_checkpoints = 2
-  c.mesh = dict(data=-1, model=1, param_sharding="replicated")
   c.sample = dict(num_samples=4, prompt_tokens=8, num_tokens=96, temperature=0.8, top_p=0.95)
   if arg == "smoke":
-    c.data.vocab_size = 300
-    c.data.seq_len = 16
+    shrink_for_smoke(c)
     c.model.update(d_model=32, num_layers=2, num_heads=2)
-    c.optim.warmup_steps = 2
-    c.batch_size = c.eval_batch_size = 8
-    c.num_steps = 6
-    c.log_every = 1
-    c.eval_every = 3
-    c.eval_batches = 2
-    c.checkpoint_every = 3
     c.sample.update(num_samples=2, prompt_tokens=4, num_tokens=8)
   elif arg:
     raise ValueError(f"configs/ar_lm.py: unknown argument {arg!r} (use '' or 'smoke')")

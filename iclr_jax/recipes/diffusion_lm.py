@@ -16,10 +16,10 @@ from absl import logging
 from flax import nnx
 
 from iclr_jax import diffusion
-from iclr_jax.datasets.lm_batches import LMBatches, eval_windows
+from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError
 from iclr_jax.nn.dit import DiT
-from iclr_jax.recipes.ar_lm import load_data
+from iclr_jax.recipes.text_run import setup_text_run, shrink_for_smoke, text_config
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
@@ -138,14 +138,8 @@ def make_eval_fn(lm: DiffusionLM, windows: np.ndarray, mesh, *, repeats: int, se
 
 def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   """Trains Duo / Duo++ / MDLM in `workdir` (resuming if possible); returns final metrics."""
-  loop.prepare_workdir(workdir, config)
-  mesh = mesh_lib.make_mesh(config.mesh)
-  mesh_lib.check_batch_size(config.batch_size, mesh)
-  mesh_lib.check_batch_size(config.eval_batch_size, mesh, name="config.eval_batch_size")
-  data = load_data(config.data, workdir)
+  mesh, data, batches = setup_text_run(config, workdir)
   lm = DiffusionLM(config, data.tokenizer.vocab_size)
-  logging.info("%s: vocab %d, %d train tokens, mesh %s", lm.algo, lm.vocab, len(data.train),
-               dict(mesh.shape))
   optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train = jax.random.split(jax.random.key(config.seed))
   factory = state_lib.train_state_factory(lm.init_params, optimizer, key_init, mesh,
@@ -158,9 +152,6 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
     curr = state_lib.make_train_step(_mean_loss(lm.curriculum_loss), optimizer, mesh,
                                      factory.shardings)
     phases = [(curriculum_end, curr), (config.num_steps, plain)]
-  batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
-                      seed=config.seed, process_index=jax.process_index(),
-                      process_count=jax.process_count())
   windows = eval_windows(data.validation, seq_len=config.data.seq_len - 1,
                          batch_size=config.eval_batch_size,
                          max_batches=config.eval_batches or None)
@@ -200,14 +191,9 @@ def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> li
 
 def base_config(algo: str, arg: str | None = None):
   """The shared config of configs/{duo,duo_pp,mdlm}.py; `arg='smoke'` runs in seconds."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
   if algo not in ALGOS:
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
-  c = ml_collections.ConfigDict()
-  c.experiment = algo
-  c.seed = 0
-  c.data = dict(corpus="kjv", corpus_path="", tokenizer="bpe", vocab_size=2048,
-                tokenizer_path="", cache_dir="", seq_len=128)
+  c = text_config(algo, num_steps=800, eval_every=400, checkpoint_every=200)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, cond_dim=128,
                  attention="softmax", dtype="float32")
   # Duo's OWT script: γ ∈ [−3.55, −1.85], τ = 1e-3, curriculum for the first half.
@@ -216,16 +202,7 @@ def base_config(algo: str, arg: str | None = None):
                      curriculum_fraction=0.0 if algo == "mdlm" else 0.5)
   c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.0, b1=0.9, b2=0.999,
                  grad_clip=1.0, min_lr_ratio=0.1)
-  c.batch_size = 32
-  c.num_steps = 800
-  c.log_every = 50
-  c.eval_every = 400
-  c.eval_batch_size = 32
-  c.eval_batches = 0
   c.eval_repeats = 2
-  c.checkpoint_every = 200
-  c.keep_checkpoints = 2
-  c.mesh = dict(data=-1, model=1, param_sharding="replicated")
   # After training: samplers x steps, scored by an AR evaluator (trained in
   # <workdir>/ar_evaluator unless ar_workdir names an ar_lm run with the same tokenizer).
   c.eval = dict(ar_workdir="", ar_config_arg="", ar_steps=400, num_samples=32,
@@ -236,17 +213,9 @@ def base_config(algo: str, arg: str | None = None):
                 top_p=1.0, psi_kappa="max-capped", psi_eta=0.02, psi_hold_at=0.9,
                 psi_hold_fraction=0.0)
   if arg == "smoke":
-    c.data.vocab_size = 300
-    c.data.seq_len = 16
+    shrink_for_smoke(c)
     c.model.update(d_model=32, num_layers=1, num_heads=2, cond_dim=16)
-    c.optim.warmup_steps = 2
-    c.batch_size = c.eval_batch_size = 8
-    c.num_steps = 6
-    c.log_every = 1
-    c.eval_every = 3
-    c.eval_batches = 2
     c.eval_repeats = 1
-    c.checkpoint_every = 3
     c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4))
   elif arg:
     raise ValueError(f"configs/{algo}.py: unknown argument {arg!r} (use '' or 'smoke')")

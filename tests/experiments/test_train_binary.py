@@ -93,7 +93,7 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(repo_root, tmp_path, case)
   extra, message = BAD_INPUT[case]
   r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, *extra, devices=4)
   assert r.returncode != 0
-  assert f"error: " in r.stderr and message in r.stderr, r.stderr[-2000:]
+  assert "error: " in r.stderr and message in r.stderr, r.stderr[-2000:]
   assert "Traceback" not in r.stderr
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from iclr_jax import diffusion
 from iclr_jax.recipes import diffusion_lm
-from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.metrics import read_metrics
 
 
