@@ -23,7 +23,6 @@ from iclr_jax.errors import ConfigError, NonFiniteLossError
 from iclr_jax.recipes import run_experiment
 from iclr_jax.train import cli
 from iclr_jax.train import sweep as sweep_lib
-from iclr_jax.train.mesh import maybe_initialize_distributed
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Base config file.")
 _SWEEP = flags.DEFINE_multi_string("sweep", [], "key=v1,v2,... (repeat for a grid).")
@@ -65,11 +64,7 @@ def run_sweep(base, points: list[dict], root: str, *, rerun: bool = False) -> li
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  cli.quiet_library_logs()
-  base = cli.config_value(_CONFIG)
-  maybe_initialize_distributed(_MULTIHOST.value)
+  base = cli.start(argv, _CONFIG, multihost=_MULTIHOST.value)
   config_arg = cli.config_flag_value()
   root = _WORKDIR.value or cli.default_workdir(config_arg) + "_sweep"
   try:

@@ -18,7 +18,6 @@ from ml_collections import config_flags
 from iclr_jax.errors import ConfigError, NonFiniteLossError
 from iclr_jax.recipes import run_experiment
 from iclr_jax.train import cli
-from iclr_jax.train.mesh import maybe_initialize_distributed
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
@@ -29,11 +28,7 @@ flags.mark_flags_as_required(["config"])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  cli.quiet_library_logs()
-  config = cli.config_value(_CONFIG)
-  maybe_initialize_distributed(_MULTIHOST.value)
+  config = cli.start(argv, _CONFIG, multihost=_MULTIHOST.value)
   workdir = _WORKDIR.value or cli.default_workdir(cli.config_flag_value())
   logging.info("workdir: %s", os.path.abspath(workdir))
   try:

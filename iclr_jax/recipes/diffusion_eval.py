@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from iclr_jax import diffusion, lm
+from iclr_jax import lm
 from iclr_jax.datasets.tokenizer import load_tokenizer
 from iclr_jax.diffusion import sampling
 from iclr_jax.errors import ConfigError
@@ -73,8 +73,7 @@ def make_sampler(lm_model, params, name: str, steps: int, ec, length: int):
   cfg = lm_model.cfg
 
   def denoise(z, t):
-    return lm_model.apply(params, z, -jnp.log(diffusion.schedule(cfg.schedule, t,
-                                                                 eps=cfg.eps).alpha))
+    return lm_model.apply(params, z, -jnp.log(lm_model.schedule(t)[0]))
   if name == "ancestral":
     times, kappa, eta = sampling.time_grid("linear", num_steps=steps), "pure-posterior", 0.0
   elif name == "psi":

@@ -61,7 +61,8 @@ class DiffusionLM:
   def apply(self, params, ids, sigma, weights=None):
     return nnx.merge(self.graphdef, params)(ids, sigma, weights=weights)
 
-  def _schedule(self, t):
+  def schedule(self, t):
+    """(α_t, dα_t/dt) of the configured noise schedule (training, validation, sampling)."""
     s = diffusion.schedule(self.cfg.schedule, t, eps=self.cfg.eps)
     return s.alpha, s.dalpha
 
@@ -70,7 +71,7 @@ class DiffusionLM:
     validation). x int [B, L] -> [B, L]."""
     k_t, k_z = jax.random.split(key)
     t = _times(k_t, x.shape[0], t_min=self.cfg.t_min, antithetic=self.cfg.antithetic)
-    a, da = self._schedule(t)
+    a, da = self.schedule(t)
     sigma = -jnp.log(a)
     if self.algo == "mdlm":
       keep = jax.random.uniform(k_z, x.shape) < a[:, None]
@@ -123,7 +124,7 @@ def make_eval_fn(lm: DiffusionLM, windows: np.ndarray, mesh, *, repeats: int, se
 
   prior = 0.0
   if lm.algo != "mdlm":
-    a1 = float(lm._schedule(jnp.asarray(1.0))[0])  # pylint: disable=protected-access
+    a1 = float(lm.schedule(jnp.asarray(1.0))[0])
     prior = float(diffusion.uniform_prior_kl(jnp.zeros(()), alpha_1=a1, vocab_size=lm.vocab))
 
   def evaluate(state):

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from absl import flags, logging
+from absl import app, flags, logging
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -44,6 +44,18 @@ def config_value(holder):
     return config
   except (flags.Error, OSError) as e:
     _exit_with_flag_error(e)
+
+
+def start(argv: list[str], config_holder, *, multihost: bool):
+  """What every binary's main() does first: reject stray arguments, quiet library logs,
+  load the config (one-line error if it cannot), join a multi-host run. Returns the config."""
+  from iclr_jax.train.mesh import maybe_initialize_distributed  # pylint: disable=import-outside-toplevel
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_library_logs()
+  config = config_value(config_holder)
+  maybe_initialize_distributed(multihost)
+  return config
 
 
 def quiet_library_logs() -> None:
