@@ -8,6 +8,7 @@ from iclr_jax.diffusion.curriculum import (CurriculumSample, full_curriculum,
                                            topk_soft_weights)
 from iclr_jax.diffusion.duality import (DualityFit, argmax_hit_probability, duality_alpha,
                                         duality_alpha_and_derivative, duality_fit_eval,
+                                        duality_gamma,
                                         fit_duality, gaussian_scales)
 from iclr_jax.diffusion.losses import (duo_elbo, masked_posterior, mdlm_loss, subs_log_probs,
                                        uniform_prior_kl)
@@ -19,7 +20,7 @@ from iclr_jax.diffusion.uniform import (KAPPA_SCHEDULES, clean_posterior, kappa_
 __all__ = [
     "CurriculumSample", "DualityFit", "KAPPA_SCHEDULES", "SCHEDULES", "ScheduleValue",
     "argmax_hit_probability", "clean_posterior", "cosine", "duality_alpha",
-    "duality_alpha_and_derivative", "duality_fit_eval", "duo_elbo", "fit_duality",
+    "duality_alpha_and_derivative", "duality_fit_eval", "duality_gamma", "duo_elbo", "fit_duality",
     "full_curriculum", "gaussian_scales", "kappa_schedule", "log_linear", "masked_posterior",
     "mdlm_loss", "psi_posterior", "sample_uniform_forward", "schedule", "subs_log_probs",
     "top_order_statistics", "topk_curriculum", "topk_soft_weights", "uniform_marginal",

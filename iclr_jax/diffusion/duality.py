@@ -66,6 +66,29 @@ def duality_alpha_and_derivative(gamma: jax.typing.ArrayLike, *, vocab_size: int
   return jax.jvp(lambda x: duality_alpha(x, vocab_size=vocab_size), (g,), (jnp.ones_like(g),))
 
 
+def duality_gamma(alpha: jax.typing.ArrayLike, *, vocab_size: int,
+                  bracket: tuple[float, float] = (-12.0, 8.0), iters: int = 50) -> jax.Array:
+  """γ = T⁻¹(α) by bisection (T decreases in γ), elementwise over α [...] in (0, 1).
+
+  Maps a noise range stated in α to the γ range of the Gaussian curriculum for any vocabulary:
+  Duo's OWT range γ ∈ [−3.55, −1.85] is α ∈ [0.049, 0.946] at K = 50257. α outside
+  T(bracket) returns the bracket's end.
+  """
+  _check_vocab(vocab_size)
+  a = jnp.asarray(alpha, jnp.result_type(float))
+  lo = jnp.full(a.shape, bracket[0], a.dtype)
+  hi = jnp.full(a.shape, bracket[1], a.dtype)
+
+  def step(_, bounds):
+    lo, hi = bounds
+    mid = 0.5 * (lo + hi)
+    above = duality_alpha(mid, vocab_size=vocab_size) > a
+    return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
+
+  lo, hi = jax.lax.fori_loop(0, iters, step, (lo, hi))
+  return 0.5 * (lo + hi)
+
+
 class DualityFit(NamedTuple):
   """Chebyshev coefficients of T on [gamma_min, gamma_max] for one vocabulary size."""
   coeffs: jax.Array  # [degree + 1]

@@ -89,6 +89,11 @@ class DiT(nnx.Module):
   def __call__(self, ids: jax.Array | None, sigma: jax.Array, *,
                weights: jax.Array | None = None) -> jax.Array:
     """Logits [B, L, V]; sigma [B] is the noise level the model is conditioned on."""
+    return self.head(self.hidden(ids, sigma, weights=weights)).astype(jnp.float32)
+
+  def hidden(self, ids: jax.Array | None, sigma: jax.Array, *,
+             weights: jax.Array | None = None) -> jax.Array:
+    """The head's input [B, L, d_model] (for `iclr_jax.lm.head.chunked_head_loss`)."""
     x = self.embed_inputs(ids, weights)
     b, length = x.shape[:2]
     if self.cond_dim:
@@ -100,4 +105,4 @@ class DiT(nnx.Module):
     for block in self.blocks:
       x = block(x, c, positions)
     shift, scale = jnp.split(self.final_ada(c), 2, axis=-1)
-    return self.head(_modulate(self.final_norm(x), shift, scale)).astype(jnp.float32)
+    return _modulate(self.final_norm(x), shift, scale)

@@ -18,6 +18,7 @@ from flax import nnx
 from iclr_jax import diffusion
 from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError
+from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.nn.dit import DiT
 from iclr_jax.recipes.text_run import setup_text_run, shrink_for_smoke, text_config
 from iclr_jax.train import loop
@@ -44,6 +45,7 @@ class DiffusionLM:
       raise ConfigError(f"config.experiment must be one of {ALGOS}, got {self.algo!r}")
     self.model_vocab = vocab + 1 if self.algo == "mdlm" else vocab
     self.mask_id = vocab  # only used by MDLM
+    self.loss_chunk = int(config.model.get("loss_chunk", 0))
     mc = config.model
     self._build = lambda key: DiT(
         vocab_size=self.model_vocab, d_model=mc.d_model, num_layers=mc.num_layers,
@@ -52,8 +54,15 @@ class DiffusionLM:
         rngs=nnx.Rngs(params=key), dtype=jnp.dtype(mc.dtype))
     self.graphdef = nnx.split(nnx.eval_shape(lambda: self._build(jax.random.key(0))))[0]
     if self.algo != "mdlm":
-      self.fit = diffusion.fit_duality(vocab_size=vocab, gamma_min=self.cfg.gamma_min,
-                                       gamma_max=self.cfg.gamma_max)
+      a_lo, a_hi = self.cfg.curriculum_alpha
+      if not 0.0 < a_lo < a_hi < 1.0:
+        raise ConfigError("config.diffusion.curriculum_alpha must be (low, high) with "
+                          f"0 < low < high < 1, got {tuple(self.cfg.curriculum_alpha)}")
+      # γ_min gives the least noise (α = high); T is fitted on the run's own vocabulary.
+      g = diffusion.duality_gamma(np.array([a_hi, a_lo]), vocab_size=vocab)
+      self.gamma_min, self.gamma_max = float(g[0]), float(g[1])
+      self.fit = diffusion.fit_duality(vocab_size=vocab, gamma_min=self.gamma_min,
+                                       gamma_max=self.gamma_max)
 
   def init_params(self, key):
     return nnx.state(self._build(key))
@@ -66,6 +75,22 @@ class DiffusionLM:
     s = diffusion.schedule(self.cfg.schedule, t, eps=self.cfg.eps)
     return s.alpha, s.dalpha
 
+  def _token_losses(self, params, inputs, sigma, loss_fn, *aux):
+    """loss_fn(logits [..., V], *aux) per token of the model's output on `inputs` = (ids,
+    weights); with config.model.loss_chunk > 0 the head and the loss run chunk by chunk
+    (`chunked_head_loss`), so no [B·L, V] logits are kept for the backward pass."""
+    model = nnx.merge(self.graphdef, params)
+    ids, weights = inputs
+    if not self.loss_chunk:
+      return loss_fn(model(ids, sigma, weights=weights), *aux)
+    h = model.hidden(ids, sigma, weights=weights)
+    shape = h.shape[:2]
+    flat = [a.reshape((-1,) + a.shape[2:]) for a in (h, *aux)]
+    bias = model.head.bias[...] if model.head.bias is not None else None
+    out = chunked_head_loss(flat[0], model.head.kernel[...], bias, loss_fn, *flat[1:],
+                            chunk_size=self.loss_chunk)
+    return out.reshape(shape)
+
   def discrete_loss(self, params, x, key):
     """Per-token loss of the plain discrete process (training after the curriculum, and
     validation). x int [B, L] -> [B, L]."""
@@ -73,36 +98,42 @@ class DiffusionLM:
     t = _times(k_t, x.shape[0], t_min=self.cfg.t_min, antithetic=self.cfg.antithetic)
     a, da = self.schedule(t)
     sigma = -jnp.log(a)
+    a_tok, da_tok = (jnp.broadcast_to(v[:, None], x.shape) for v in (a, da))
     if self.algo == "mdlm":
       keep = jax.random.uniform(k_z, x.shape) < a[:, None]
       z = jnp.where(keep, x, self.mask_id)
-      logp = diffusion.subs_log_probs(self.apply(params, z, sigma), z, mask_id=self.mask_id)
-      return diffusion.mdlm_loss(logp, x, z, alpha=a[:, None], dalpha=da[:, None],
-                                 mask_id=self.mask_id)
+      return self._token_losses(params, (z, None), sigma, self._mdlm_token_loss, x, z, a_tok,
+                                da_tok)
     z = diffusion.sample_uniform_forward(k_z, x, alpha=a[:, None], vocab_size=self.vocab)
-    probs = jax.nn.softmax(self.apply(params, z, sigma), axis=-1)
-    return diffusion.duo_elbo(probs, x, z, alpha=a[:, None], dalpha=da[:, None])
+    return self._token_losses(params, (z, None), sigma, _duo_token_loss, x, z, a_tok, da_tok)
+
+  def _mdlm_token_loss(self, logits, x, z, a, da):
+    logp = diffusion.subs_log_probs(logits, z, mask_id=self.mask_id)
+    return diffusion.mdlm_loss(logp, x, z, alpha=a, dalpha=da, mask_id=self.mask_id)
 
   def curriculum_loss(self, params, x, key):
     """Duo / Duo++ curriculum: soft inputs from the Gaussian latent, ELBO at z_t = argmax."""
     k_t, k_w = jax.random.split(key)
     t = _times(k_t, x.shape[0], t_min=self.cfg.t_min, antithetic=self.cfg.antithetic)
-    span = self.cfg.gamma_max - self.cfg.gamma_min
-    gamma = self.cfg.gamma_min + t * span
+    span = self.gamma_max - self.gamma_min
+    gamma = self.gamma_min + t * span
     a, da_dgamma = diffusion.duality_fit_eval(self.fit, gamma)
     sigma = -jnp.log(a)
     g = jnp.broadcast_to(gamma[:, None], x.shape)
     if self.algo == "duo_pp":
       smp = diffusion.topk_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
                                       k=self.cfg.topk, tau=self.cfg.tau)
-      logits = self.apply(params, smp.ids, sigma, weights=smp.weights)
-      z = smp.z_t
+      inputs, z = (smp.ids, smp.weights), smp.z_t
     else:
       weights, z = diffusion.full_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
                                              tau=self.cfg.tau)
-      logits = self.apply(params, None, sigma, weights=weights)
-    return diffusion.duo_elbo(jax.nn.softmax(logits, axis=-1), x, z, alpha=a[:, None],
-                              dalpha=(da_dgamma * span)[:, None])
+      inputs = (None, weights)
+    a_tok, da_tok = (jnp.broadcast_to(v[:, None], x.shape) for v in (a, da_dgamma * span))
+    return self._token_losses(params, inputs, sigma, _duo_token_loss, x, z, a_tok, da_tok)
+
+
+def _duo_token_loss(logits, x, z, a, da):
+  return diffusion.duo_elbo(jax.nn.softmax(logits, axis=-1), x, z, alpha=a, dalpha=da)
 
 
 def _mean_loss(per_token_fn):
@@ -196,10 +227,15 @@ def base_config(algo: str, arg: str | None = None):
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
   c = text_config(algo, num_steps=800, eval_every=400, checkpoint_every=200)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, cond_dim=128,
-                 attention="softmax", dtype="float32")
-  # Duo's OWT script: γ ∈ [−3.55, −1.85], τ = 1e-3, curriculum for the first half.
+                 attention="softmax", dtype="float32",
+                 # > 0: head + loss per chunk of this many tokens, recomputed in the backward
+                 # pass (memory O(chunk·V) instead of O(B·L·V); worth it at 50K vocabularies).
+                 loss_chunk=0)
+  # Duo's OWT script: γ ∈ [−3.55, −1.85], τ = 1e-3, curriculum for the first half. That γ
+  # range is α = T(γ) ∈ [0.05, 0.95] at K = 50257; we state it in α so that it carries over
+  # to other vocabularies (at K = 2048 the same γ range would never go below α = 0.19).
   c.diffusion = dict(schedule="log-linear", eps=1e-3, t_min=1e-3, antithetic=True,
-                     gamma_min=-3.55, gamma_max=-1.85, tau=1e-3, topk=2,
+                     curriculum_alpha=(0.05, 0.95), tau=1e-3, topk=2,
                      curriculum_fraction=0.0 if algo == "mdlm" else 0.5)
   c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.0, b1=0.9, b2=0.999,
                  grad_clip=1.0, min_lr_ratio=0.1)

@@ -59,6 +59,18 @@ def test_fitted_form_max_error_over_the_training_range():
   assert np.all(np.asarray(dalpha) < 0)  # more noise (larger γ), less signal
 
 
+@pytest.mark.parametrize("vocab", [512, 2048, 50257])
+def test_gamma_inverts_alpha(vocab):
+  alphas = np.array([0.02, 0.05, 0.3, 0.7, 0.95, 0.99])
+  gammas = jax.jit(lambda a: duality.duality_gamma(a, vocab_size=vocab))(alphas)
+  np.testing.assert_allclose(duality.duality_alpha(gammas, vocab_size=vocab), alphas,
+                             atol=2e-6)
+  if vocab == 50257:  # Duo's OWT script range
+    np.testing.assert_allclose(duality.duality_gamma(np.array([0.9455, 0.0493]),
+                                                     vocab_size=vocab), [-3.55, -1.85],
+                               atol=2e-3)
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match="vocab_size must be an int >= 2"):
     duality.duality_alpha(0.0, vocab_size=1)

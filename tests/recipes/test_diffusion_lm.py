@@ -100,3 +100,35 @@ def test_unknown_algorithm():
   config.experiment = "sedd"
   with pytest.raises(ValueError, match="config.experiment must be one of"):
     diffusion_lm.DiffusionLM(config, 40)
+
+
+@pytest.mark.parametrize("algo,loss", [("duo_pp", "curriculum_loss"), ("duo", "curriculum_loss"),
+                                       ("duo", "discrete_loss"), ("mdlm", "discrete_loss")])
+def test_chunked_head_gives_the_same_loss_and_gradient(algo, loss):
+  config = diffusion_lm.base_config(algo, "smoke")
+  plain = diffusion_lm.DiffusionLM(config, 40)
+  config.model.loss_chunk = 24  # 4 x 16 tokens: two full chunks and a padded one
+  chunked = diffusion_lm.DiffusionLM(config, 40)
+  params = plain.init_params(jax.random.key(0))
+  # A non-zero head, so that the logits (and their gradients) depend on the inputs.
+  params = jax.tree.map(lambda p: p + 0.05 * jax.random.normal(jax.random.key(2), p.shape),
+                        params)
+  x = jnp.asarray(np.random.default_rng(0).integers(0, 40, (4, 16)), jnp.int32)
+
+  def mean_loss(lm):
+    return jax.value_and_grad(lambda p: getattr(lm, loss)(p, x, jax.random.key(3)).mean())(
+        params)
+
+  (v0, g0), (v1, g1) = mean_loss(plain), mean_loss(chunked)
+  np.testing.assert_allclose(v1, v0, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g1, g0)
+
+
+def test_curriculum_range_is_stated_in_alpha():
+  config = diffusion_lm.base_config("duo_pp", "smoke")
+  config.diffusion.curriculum_alpha = (0.0493, 0.9455)
+  lm = diffusion_lm.DiffusionLM(config, 50257)
+  np.testing.assert_allclose([lm.gamma_min, lm.gamma_max], [-3.55, -1.85], atol=2e-3)
+  config.diffusion.curriculum_alpha = (0.9, 0.1)
+  with pytest.raises(ValueError, match="curriculum_alpha must be"):
+    diffusion_lm.DiffusionLM(config, 50)
