@@ -1,6 +1,6 @@
 """Duo: uniform-state diffusion with the K-dim Gaussian curriculum.
 
-KJV text, byte-level BPE (2048 tokens), DiT 4 x 192, sequences of 128 tokens.
+KJV text, byte-level BPE (512 tokens), DiT 4 x 192, sequences of 128 tokens.
 Run:
   python experiments/train.py --config=configs/duo.py --workdir=runs/duo
 Smoke (seconds):

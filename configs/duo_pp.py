@@ -1,6 +1,6 @@
 """Duo++: uniform-state diffusion with the memory-efficient top-k curriculum (k = 2).
 
-KJV text, byte-level BPE (2048 tokens), DiT 4 x 192, sequences of 128 tokens.
+KJV text, byte-level BPE (512 tokens), DiT 4 x 192, sequences of 128 tokens.
 Run:
   python experiments/train.py --config=configs/duo_pp.py --workdir=runs/duo_pp
 Smoke (seconds):

@@ -1,6 +1,6 @@
 """MDLM: masked (absorbing-state) diffusion with the SUBS parameterisation.
 
-KJV text, byte-level BPE (2048 tokens), DiT 4 x 192, sequences of 128 tokens.
+KJV text, byte-level BPE (512 tokens), DiT 4 x 192, sequences of 128 tokens.
 Run:
   python experiments/train.py --config=configs/mdlm.py --workdir=runs/mdlm
 Smoke (seconds):

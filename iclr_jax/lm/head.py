@@ -8,7 +8,7 @@ peak memory O(chunk · V) instead of O(N · V), for one extra head matmul.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import chex
 import jax
