@@ -1,8 +1,11 @@
 """Attention pieces shared by the models: rotary embeddings and pluggable attention kernels.
 
 An attention function has the signature of `jax.nn.dot_product_attention` restricted to
-`fn(query, key, value, *, causal) -> out`, all `[batch, seq, heads, head_dim]`; RACE or
-Performer attention plug in through `ATTENTION_FNS` (or any callable).
+`fn(query, key, value, *, causal) -> out`, all `[batch, seq, heads, head_dim]`. Stateless
+ones live in `ATTENTION_FNS` ('softmax'); kernels with per-layer state ('race': fixed random
+hyperplanes drawn from the layer's init key and an optionally learnable β; 'performer': fixed
+random features) are NNX modules built by `make_attention_kernel`. Parameters named
+`frozen_*` get no gradient and no weight decay (see `train.state.make_optimizer`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
+
+from iclr_jax import attention as attn_lib
 
 AttentionFn = Callable[..., jax.Array]
 
@@ -50,6 +56,58 @@ def get_attention_fn(name_or_fn: str | AttentionFn) -> AttentionFn:
   if callable(name_or_fn):
     return name_or_fn
   if name_or_fn not in ATTENTION_FNS:
-    raise ValueError(f"config.model.attention must be one of {sorted(ATTENTION_FNS)}, "
-                     f"got {name_or_fn!r}")
+    raise ValueError("config.model.attention must be one of "
+                     f"{sorted(ATTENTION_FNS) + sorted(KERNELS)}, got {name_or_fn!r}")
   return ATTENTION_FNS[name_or_fn]
+
+
+class RaceKernel(nnx.Module):
+  """RACE attention with hyperplanes fixed per layer (drawn from the init key) and β fixed
+  or learnable (parameterised as log β, so it stays positive)."""
+
+  def __init__(self, head_dim: int, *, rngs: nnx.Rngs, num_tables: int = 4,
+               num_hyperplanes: int = 4, beta: float = 4.0, learn_beta: bool = False,
+               chunk_size: int = 128):
+    if not beta > 0:
+      raise ValueError(f"config.model.attention_options.beta must be > 0, got {beta}")
+    self.frozen_planes = nnx.Param(attn_lib.make_race_planes(
+        rngs.params(), num_tables=num_tables, num_hyperplanes=num_hyperplanes,
+        head_dim=head_dim))
+    self.log_beta = nnx.Param(jnp.log(jnp.float32(beta))) if learn_beta else None
+    self.beta, self.chunk_size = float(beta), int(chunk_size)
+
+  def __call__(self, query, key, value, *, causal: bool) -> jax.Array:
+    beta = self.beta if self.log_beta is None else jnp.exp(self.log_beta[...])
+    return attn_lib.race_attention(query, key, value,
+                                   planes=jax.lax.stop_gradient(self.frozen_planes[...]),
+                                   beta=beta, causal=causal, chunk_size=self.chunk_size)
+
+
+class PerformerKernel(nnx.Module):
+  """FAVOR+ with orthogonal random features fixed per layer (drawn from the init key)."""
+
+  def __init__(self, head_dim: int, *, rngs: nnx.Rngs, num_features: int = 64,
+               chunk_size: int = 128):
+    self.frozen_features = nnx.Param(attn_lib.make_performer_features(
+        rngs.params(), num_features=num_features, head_dim=head_dim))
+    self.chunk_size = int(chunk_size)
+
+  def __call__(self, query, key, value, *, causal: bool) -> jax.Array:
+    return attn_lib.performer_attention(
+        query, key, value, features=jax.lax.stop_gradient(self.frozen_features[...]),
+        causal=causal, chunk_size=self.chunk_size)
+
+
+KERNELS = {"race": RaceKernel, "performer": PerformerKernel}
+
+
+def make_attention_kernel(name_or_fn: str | AttentionFn, head_dim: int, *, rngs: nnx.Rngs,
+                          options: dict | None = None) -> AttentionFn:
+  """A per-layer attention callable: a stateless function, or a fresh NNX kernel module."""
+  if isinstance(name_or_fn, str) and name_or_fn in KERNELS:
+    return KERNELS[name_or_fn](head_dim, rngs=rngs, **dict(options or {}))
+  if options:
+    raise ValueError(f"attention options {sorted(options)} given for {name_or_fn!r}, which "
+                     f"takes none (options are for {sorted(KERNELS)})")
+  return get_attention_fn(name_or_fn)
+

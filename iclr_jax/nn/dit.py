@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax.nn.attention import AttentionFn, get_attention_fn
+from iclr_jax.nn.attention import AttentionFn
 from iclr_jax.nn.transformer import MLP, SelfAttention
 
 
@@ -36,9 +36,9 @@ class DiTBlock(nnx.Module):
   """Pre-norm block whose norms are modulated and whose branches are gated by c (adaLN-Zero)."""
 
   def __init__(self, d_model: int, num_heads: int, mlp_ratio: float, cond_dim: int, *,
-               attention_fn: AttentionFn, rngs: nnx.Rngs, dtype=jnp.float32):
+               attention: str | AttentionFn, rngs: nnx.Rngs, dtype=jnp.float32):
     self.norm1 = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
-    self.attn = SelfAttention(d_model, num_heads, attention_fn=attention_fn, causal=False,
+    self.attn = SelfAttention(d_model, num_heads, attention=attention, causal=False,
                               rngs=rngs, dtype=dtype)
     self.norm2 = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
     self.mlp = MLP(d_model, int(mlp_ratio * d_model), rngs=rngs, dtype=dtype)
@@ -58,7 +58,6 @@ class DiT(nnx.Module):
   def __init__(self, *, vocab_size: int, d_model: int, num_layers: int, num_heads: int,
                mlp_ratio: float = 4.0, cond_dim: int = 128,
                attention: str | AttentionFn = "softmax", rngs: nnx.Rngs, dtype=jnp.float32):
-    attention_fn = get_attention_fn(attention)
     self.vocab_size, self.cond_dim = vocab_size, cond_dim
     self.embed = nnx.Embed(vocab_size, d_model, dtype=dtype, rngs=rngs,
                            embedding_init=nnx.initializers.normal(0.02))
@@ -66,7 +65,7 @@ class DiT(nnx.Module):
     self.time_mlp1 = nnx.Linear(width, width, rngs=rngs)
     self.time_mlp2 = nnx.Linear(width, width, rngs=rngs)
     self.blocks = nnx.List([
-        DiTBlock(d_model, num_heads, mlp_ratio, width, attention_fn=attention_fn, rngs=rngs,
+        DiTBlock(d_model, num_heads, mlp_ratio, width, attention=attention, rngs=rngs,
                  dtype=dtype) for _ in range(num_layers)])
     self.final_norm = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
     self.final_ada = nnx.Linear(width, 2 * d_model, kernel_init=nnx.initializers.zeros,

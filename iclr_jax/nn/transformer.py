@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax.nn.attention import AttentionFn, get_attention_fn, rope
+from iclr_jax.nn.attention import AttentionFn, make_attention_kernel, rope
 
 NORMS = ("rms", "layer")
 
@@ -24,13 +24,16 @@ def make_norm(kind: str, dim: int, rngs: nnx.Rngs) -> nnx.Module:
 class SelfAttention(nnx.Module):
   """Multi-head self-attention with RoPE. x: [batch, seq, d_model] -> same."""
 
-  def __init__(self, d_model: int, num_heads: int, *, attention_fn: AttentionFn,
-               causal: bool, rngs: nnx.Rngs, dtype=jnp.float32):
+  def __init__(self, d_model: int, num_heads: int, *, attention: str | AttentionFn,
+               causal: bool, rngs: nnx.Rngs, dtype=jnp.float32,
+               attention_options: dict | None = None):
     if d_model % num_heads:
       raise ValueError(f"config.model.d_model={d_model} must be divisible by "
                        f"config.model.num_heads={num_heads}")
     self.num_heads, self.head_dim = num_heads, d_model // num_heads
-    self.causal, self.attention_fn = causal, attention_fn
+    self.causal = causal
+    self.attention_fn = make_attention_kernel(attention, self.head_dim, rngs=rngs,
+                                              options=attention_options)
     self.qkv = nnx.Linear(d_model, 3 * d_model, use_bias=False, dtype=dtype, rngs=rngs)
     self.out = nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
 
@@ -56,10 +59,11 @@ class MLP(nnx.Module):
 class Block(nnx.Module):
 
   def __init__(self, d_model: int, num_heads: int, mlp_ratio: float, *, norm: str,
-               attention_fn: AttentionFn, causal: bool, rngs: nnx.Rngs, dtype=jnp.float32):
+               attention: str | AttentionFn, causal: bool, rngs: nnx.Rngs,
+               dtype=jnp.float32, attention_options: dict | None = None):
     self.norm1 = make_norm(norm, d_model, rngs)
-    self.attn = SelfAttention(d_model, num_heads, attention_fn=attention_fn, causal=causal,
-                              rngs=rngs, dtype=dtype)
+    self.attn = SelfAttention(d_model, num_heads, attention=attention, causal=causal,
+                              rngs=rngs, dtype=dtype, attention_options=attention_options)
     self.norm2 = make_norm(norm, d_model, rngs)
     self.mlp = MLP(d_model, int(mlp_ratio * d_model), rngs=rngs, dtype=dtype)
 
@@ -74,7 +78,9 @@ class DecoderLM(nnx.Module):
   Args:
     vocab_size, d_model, num_layers, num_heads, mlp_ratio: sizes.
     norm: 'rms' or 'layer'.
-    attention: a name in `ATTENTION_FNS` or a callable `(q, k, v, *, causal) -> o`.
+    attention: 'softmax', 'race', 'performer' or a callable `(q, k, v, *, causal) -> o`.
+    attention_options: keyword arguments of the 'race' / 'performer' kernel (e.g.
+      num_tables, num_hyperplanes, beta, learn_beta, chunk_size; num_features).
     tie_embeddings: output logits use the input embedding matrix.
     dtype: compute dtype (params stay float32; logits are float32).
   """
@@ -82,14 +88,14 @@ class DecoderLM(nnx.Module):
   def __init__(self, *, vocab_size: int, d_model: int, num_layers: int, num_heads: int,
                mlp_ratio: float = 4.0, norm: str = "rms",
                attention: str | AttentionFn = "softmax", tie_embeddings: bool = True,
-               rngs: nnx.Rngs, dtype=jnp.float32):
-    attention_fn = get_attention_fn(attention)
+               rngs: nnx.Rngs, dtype=jnp.float32, attention_options: dict | None = None):
     self.vocab_size, self.tie_embeddings = vocab_size, tie_embeddings
     self.embed = nnx.Embed(vocab_size, d_model, dtype=dtype, rngs=rngs,
                            embedding_init=nnx.initializers.normal(0.02))
     self.blocks = nnx.List([
-        Block(d_model, num_heads, mlp_ratio, norm=norm, attention_fn=attention_fn,
-              causal=True, rngs=rngs, dtype=dtype) for _ in range(num_layers)])
+        Block(d_model, num_heads, mlp_ratio, norm=norm, attention=attention, causal=True,
+              rngs=rngs, dtype=dtype, attention_options=attention_options)
+        for _ in range(num_layers)])
     self.final_norm = make_norm(norm, d_model, rngs)
     self.head = None if tie_embeddings else nnx.Linear(d_model, vocab_size, use_bias=False,
                                                        dtype=dtype, rngs=rngs)

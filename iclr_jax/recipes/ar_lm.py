@@ -30,7 +30,14 @@ def build_model(model_config, vocab_size: int, key: jax.Array) -> DecoderLM:
                    mlp_ratio=model_config.mlp_ratio, norm=model_config.norm,
                    attention=model_config.attention,
                    tie_embeddings=model_config.tie_embeddings,
-                   rngs=nnx.Rngs(params=key), dtype=dtype)
+                   rngs=nnx.Rngs(params=key), dtype=dtype,
+                   attention_options=attention_options(model_config))
+
+
+def attention_options(model_config) -> dict:
+  """The options of the chosen kernel: config.model.attention_options[<attention name>]."""
+  options = model_config.get("attention_options") or {}
+  return dict(options.get(model_config.attention, None) or {})
 
 
 def model_functions(model_config, vocab_size: int):
@@ -153,7 +160,8 @@ def base_config(arg: str | None = None):
   """The config of configs/ar_lm.py (also the diffusion runs' AR evaluator); 'smoke' shrinks it."""
   c = text_config("ar_lm", num_steps=600, eval_every=200, checkpoint_every=100)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, norm="rms",
-                 attention="softmax", tie_embeddings=True, dtype="float32")
+                 attention="softmax", tie_embeddings=True, dtype="float32",
+                 attention_options={})
   c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.1, b1=0.9, b2=0.95,
                  grad_clip=1.0, min_lr_ratio=0.1)
   c.sample = dict(num_samples=4, prompt_tokens=8, num_tokens=96, temperature=0.8, top_p=0.95)

@@ -49,8 +49,20 @@ def make_optimizer(optim: Mapping[str, Any], *, total_steps: int) -> optax.Gradi
     chain.append(optax.clip_by_global_norm(float(optim["grad_clip"])))
   chain.append(optax.adamw(schedule, b1=float(optim.get("b1", 0.9)),
                            b2=float(optim.get("b2", 0.95)),
-                           weight_decay=float(optim.get("weight_decay", 0.0))))
+                           weight_decay=float(optim.get("weight_decay", 0.0)),
+                           mask=trainable_mask))
   return optax.chain(*chain)
+
+
+def is_frozen(path) -> bool:
+  """Parameters whose path has a `frozen_*` name (fixed random projections of attention
+  kernels): their gradient is stopped in the model, and they get no weight decay here."""
+  return any(str(getattr(k, "key", getattr(k, "name", ""))).startswith("frozen_")
+             for k in path)
+
+
+def trainable_mask(params):
+  return jax.tree_util.tree_map_with_path(lambda path, _: not is_frozen(path), params)
 
 
 def state_shardings(abstract_state: TrainState, mesh: Mesh, mode: str) -> TrainState:

@@ -8,15 +8,20 @@ import numpy as np
 import pytest
 
 from iclr_jax.recipes import ar_lm
+from iclr_jax.train import sweep as sweep_lib
 from iclr_jax.train.metrics import read_metrics
 
 
-def load_config(repo_root, arg="smoke"):
-  spec = importlib.util.spec_from_file_location("ar_cfg", os.path.join(repo_root, "configs",
-                                                                       "ar_lm.py"))
+def config_module(repo_root, name="ar_lm"):
+  spec = importlib.util.spec_from_file_location(f"{name}_cfg", os.path.join(
+      repo_root, "configs", f"{name}.py"))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config(arg)
+  return module
+
+
+def load_config(repo_root, arg="smoke"):
+  return config_module(repo_root).get_config(arg)
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +65,16 @@ def test_rerun_on_finished_workdir_resumes_without_training(smoke_run):
   train_rows = [r for r in read_metrics(workdir) if "loss" in r]
   assert train_rows == [r for r in before if "loss" in r]
   np.testing.assert_allclose(again["loss"], final["loss"], rtol=1e-6)
+
+
+def test_race_lm_smoke_and_sweep_points(repo_root, tmp_path):
+  module = config_module(repo_root, "race_lm")
+  config = module.get_config("smoke")
+  final = ar_lm.train_and_evaluate(config, str(tmp_path))
+  assert np.isfinite(final["loss"]) and final["step"] == config.num_steps
+  assert ar_lm.attention_options(config.model)["learn_beta"] is True
+  points = module.get_sweep()
+  assert len(points) == 9
+  for p in points:
+    c = sweep_lib.apply_overrides(module.get_config(), p)
+    assert (c.data.seq_len - 1) * c.batch_size == module.TOKENS_PER_STEP
