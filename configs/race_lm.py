@@ -33,8 +33,8 @@ def get_config(arg=None):
     return c
   c.data.seq_len = CONTEXTS[0] + 1  # inputs and shifted targets
   c.batch_size = c.eval_batch_size = TOKENS_PER_STEP // CONTEXTS[0]
-  c.num_steps = 300
-  c.eval_every = c.checkpoint_every = 150
+  c.num_steps = 200
+  c.eval_every, c.checkpoint_every = 200, 100
   c.sample.num_tokens = 128
   return c
 

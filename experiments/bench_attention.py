@@ -36,6 +36,8 @@ _BETA = flags.DEFINE_float("beta", 4.0, "RACE inverse temperature.")
 _FEATURES = flags.DEFINE_integer("features", 64, "Performer random features.")
 _CHUNK = flags.DEFINE_integer("chunk", 128, "Chunk (RACE, Performer) / block (blockwise) size.")
 _OUT = flags.DEFINE_string("out", "bench_results/attention.json", "JSON output.")
+_APPEND = flags.DEFINE_bool("append", False, "Merge with the rows already in --out (a new row "
+                            "replaces the same method and N); the table shows them all.")
 _CASE = flags.DEFINE_string("case", None, "Internal: run one case 'method,N' and print JSON.")
 
 HEADS, HEAD_DIM = 4, 64
@@ -179,6 +181,10 @@ def main(argv):
   rows = []
   for method in _METHODS.value:
     rows += _sweep(method)
+  if _APPEND.value and os.path.exists(_OUT.value):
+    with open(_OUT.value) as f:
+      new = {(r["method"], r["n"]) for r in rows}
+      rows = [r for r in json.load(f)["rows"] if (r["method"], r["n"]) not in new] + rows
   _print_table(rows)
   os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
   with open(_OUT.value, "w") as f:

@@ -256,13 +256,14 @@ def linear_attention(feature_fn: FeatureFn, params, query, key, value, *, causal
                      chunk_size: int | None = None) -> jax.Array:
   """φ-attention `[B, N, H, d] -> [B, N, H, d_v]`; `params` are φ's (differentiable) parameters.
 
-  chunk_size: tokens per chunk (default min(N, 512)); the causal path needs N == M.
+  chunk_size: tokens per chunk (default min(N, 128), the setting benchmarked); the causal
+    path needs N == M.
   """
   check_qkv(query, key, value)
   n, m = query.shape[1], key.shape[1]
   if causal and n != m:
     raise ValueError(f"causal attention needs equal query/key lengths, got {n} and {m}")
-  chunk = int(chunk_size or min(max(n, m), 512))
+  chunk = int(chunk_size or min(max(n, m), 128))
   if chunk < 1:
     raise ValueError(f"chunk_size must be a positive int, got {chunk_size}")
   fn = causal_linear_attention if causal else noncausal_linear_attention

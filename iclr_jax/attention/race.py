@@ -97,7 +97,7 @@ def race_attention(query: jax.Array, key: jax.Array, value: jax.Array, *, planes
     planes: [num_tables, num_hyperplanes, head_dim] (`make_race_planes`), held fixed.
     beta: inverse temperature of the soft hash (> 0); may be a traced, learnable scalar.
     causal: position i attends to j ≤ i (needs seq_q == seq_k).
-    chunk_size: tokens per chunk of the linear-memory scans (default min(seq, 512)).
+    chunk_size: tokens per chunk of the linear-memory scans (default min(seq, 128)).
 
   Returns:
     [batch, seq_q, heads, head_dim_v] in the query's dtype (float32 accumulation).

@@ -141,14 +141,16 @@ def test_vmap_over_a_leading_axis(rng):
   np.testing.assert_allclose(got[1], f(q[::-1], k[::-1], v[::-1]), atol=1e-6)
 
 
+@jax.jit
+def _rms(q, k, v, planes, beta, exact):
+  return jnp.sqrt(jnp.mean((race_attention(q, k, v, planes=planes, beta=beta) - exact) ** 2))
+
+
 def _rms_to_angular(q, k, v, *, tables, beta, p, seeds=4):
   exact = angular_attention(q, k, v, gamma=p)
-  errs = []
-  for s in range(seeds):
-    planes = make_race_planes(jax.random.key(100 + s), num_tables=tables,
-                              num_hyperplanes=p, head_dim=q.shape[-1])
-    errs.append(float(jnp.sqrt(jnp.mean((race_attention(q, k, v, planes=planes, beta=beta)
-                                         - exact) ** 2))))
+  errs = [float(_rms(q, k, v, make_race_planes(jax.random.key(100 + s), num_tables=tables,
+                                                num_hyperplanes=p, head_dim=q.shape[-1]),
+                     jnp.float32(beta), exact)) for s in range(seeds)]
   return float(np.mean(errs))
 
 

@@ -116,8 +116,8 @@ def test_chunked_head_gives_the_same_loss_and_gradient(algo, loss):
   x = jnp.asarray(np.random.default_rng(0).integers(0, 40, (4, 16)), jnp.int32)
 
   def mean_loss(lm):
-    return jax.value_and_grad(lambda p: getattr(lm, loss)(p, x, jax.random.key(3)).mean())(
-        params)
+    return jax.jit(jax.value_and_grad(
+        lambda p: getattr(lm, loss)(p, x, jax.random.key(3)).mean()))(params)
 
   (v0, g0), (v1, g1) = mean_loss(plain), mean_loss(chunked)
   np.testing.assert_allclose(v1, v0, rtol=1e-5)
