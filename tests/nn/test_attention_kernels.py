@@ -45,7 +45,7 @@ def test_projections_stay_fixed_while_the_rest_trains(kind, options):
 
   opt = state_lib.make_optimizer({"lr": 1e-2, "weight_decay": 0.1}, total_steps=10)
   opt_state = opt.init(params)
-  grads = jax.grad(loss)(params)
+  grads = jax.jit(jax.grad(loss))(params)
   updates, _ = opt.update(grads, opt_state, params)
   p1 = jax.tree.map(np.asarray, optax.apply_updates(params, updates))
   changed = jax.tree_util.tree_map_with_path(
