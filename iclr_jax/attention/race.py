@@ -73,7 +73,7 @@ def race_features(params: RaceParams, x: jax.Array) -> jax.Array:
 
 
 def _check(query, planes, beta) -> None:
-  linear.check_qkv(query, query, query)  # layout only; k/v checked by linear_attention
+  """Planes and β; the q/k/v layout is checked by `linear.linear_attention`."""
   if planes.ndim != 3 or planes.shape[-1] != query.shape[-1]:
     raise ValueError(f"planes must be [num_tables, num_hyperplanes, head_dim={query.shape[-1]}]"
                      f", got shape {planes.shape}")
