@@ -11,7 +11,8 @@ Calibration ('optimize_both'): for every λ of a grid, γ(λ) is the split-confo
 (level min((1 − α)(1 + 1/n), 1), NumPy's method='higher') of the scores
 s_i = max((f̂_i − y_i)/l_i, (y_i − f̂_i)/r_i) with l = aL + λ·eL, r = aR + λ·eR (floored at
 1e-8); the λ with the lowest mean pinball loss of the resulting bounds (levels α/2 and 1 − α/2,
-averaged) wins. The whole grid is one [Λ, n] score matrix with one sort per row.
+averaged) wins. The grid is a [Λ, n] score matrix with one sort per row, processed in blocks of
+λ so that memory stays O(block·n).
 'fixed_lambda' calibrates γ alone at a given λ (default 1).
 """
 
@@ -120,16 +121,28 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
                     index=conformal_index(n, alpha), alpha=float(alpha))
 
 
-@partial(jax.jit, static_argnames=("index", "alpha"))
-def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha: float):
-  left = a_left + lam[:, None] * e_left  # [Λ, n]
-  right = a_right + lam[:, None] * e_right
-  scores = jnp.maximum((f - y) / jnp.maximum(left, _FLOOR),
-                       (y - f) / jnp.maximum(right, _FLOOR))
-  gamma = jnp.sort(scores, axis=-1)[:, index]  # [Λ]
-  lower = f - gamma[:, None] * left
-  upper = f + gamma[:, None] * right
-  loss = 0.5 * (pinball_loss(y, lower, alpha / 2) + pinball_loss(y, upper, 1 - alpha / 2))
+@partial(jax.jit, static_argnames=("index", "alpha", "block"))
+def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha: float,
+               block: int = 256):
+  """γ(λ) and the loss for every λ, `block` λ values at a time ([block, n] scores: memory
+  O(block·n) whatever the grid), then the first λ of least loss."""
+
+  def gamma_and_loss(lams):  # [b] -> ([b], [b])
+    left = a_left + lams[:, None] * e_left  # [b, n]
+    right = a_right + lams[:, None] * e_right
+    scores = jnp.maximum((f - y) / jnp.maximum(left, _FLOOR),
+                         (y - f) / jnp.maximum(right, _FLOOR))
+    gamma = jnp.sort(scores, axis=-1)[:, index]
+    lower = f - gamma[:, None] * left
+    upper = f + gamma[:, None] * right
+    return gamma, 0.5 * (pinball_loss(y, lower, alpha / 2)
+                         + pinball_loss(y, upper, 1 - alpha / 2))
+
+  num = lam.shape[0]
+  b = min(block, num)
+  padded = jnp.concatenate([lam, jnp.full((-num % b,), lam[-1], lam.dtype)])
+  gamma, loss = jax.lax.map(gamma_and_loss, padded.reshape(-1, b))
+  gamma, loss = gamma.reshape(-1)[:num], loss.reshape(-1)[:num]
   best = jnp.argmin(loss)
   return ClearParams(gamma1=gamma[best], gamma2=lam[best] * gamma[best], lambda_=lam[best])
 
