@@ -56,6 +56,6 @@ def split_indices(n: int, *, seed: int, fractions=(0.6, 0.2, 0.2)
   if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-9 or min(fractions) <= 0:
     raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions}")
   perm = np.random.default_rng(seed).permutation(n)
-  a = int(round(fractions[0] * n))
-  b = a + int(round(fractions[1] * n))
+  a = round(fractions[0] * n)
+  b = a + round(fractions[1] * n)
   return perm[:a], perm[a:b], perm[b:]

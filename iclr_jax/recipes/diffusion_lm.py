@@ -227,7 +227,7 @@ def base_config(algo: str, arg: str | None = None):
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
   c = text_config(algo, num_steps=1000, eval_every=250, checkpoint_every=250)
   # Uniform-state diffusion learns slowly at CPU scale: a 512-token BPE lets the 2-core
-  # default get well below the unigram bound in ~14 minutes (at 2048 it barely moves).
+  # default get well below the unigram bound in 12 minutes (at 2048 it barely moves).
   c.data.vocab_size = 512
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, cond_dim=128,
                  attention="softmax", dtype="float32",
