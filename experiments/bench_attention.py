@@ -186,11 +186,9 @@ def main(argv):
       new = {(r["method"], r["n"]) for r in rows}
       rows = [r for r in json.load(f)["rows"] if (r["method"], r["n"]) not in new] + rows
   _print_table(rows)
-  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-  with open(_OUT.value, "w") as f:
-    json.dump({"config": {f.name: f.value for f in (_TABLES, _PLANES, _BETA, _FEATURES,
-                                                     _CHUNK, _REPEATS)},
-               "rows": rows}, f, indent=2)
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  config = {f.name: f.value for f in (_TABLES, _PLANES, _BETA, _FEATURES, _CHUNK, _REPEATS)}
+  write_json("", _OUT.value, {"config": config, "rows": rows})
 
 
 if __name__ == "__main__":

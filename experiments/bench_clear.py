@@ -9,7 +9,6 @@ Writes bench_results/clear.json and prints a table.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from absl import app, flags
@@ -69,9 +68,8 @@ def main(argv):
   for r in rows:
     print(f"{r['n']:>7} {r['jax_seconds']:18.3f} {r['numpy_loop_seconds']:13.3f} "
           f"{r['speedup']:8.1f}x {r['lambda_jax']:8.4f} / {r['lambda_numpy']:.4f}")
-  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-  with open(_OUT.value, "w") as fh:
-    json.dump(rows, fh, indent=2)
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  write_json("", _OUT.value, rows)
 
 
 if __name__ == "__main__":

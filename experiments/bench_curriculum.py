@@ -122,9 +122,8 @@ def main(argv):
     print(f"{r['vocab']:>6} {r['batch']:>4}x{r['length']:<4} {r['algo']:>10} "
           f"{r['step_seconds']:8.3f} {mem:9.0f} {r.get('xla_step_mb') or 0:11.0f} "
           f"{rel_t:>12} {rel_m:>11} {rel_x:>12}")
-  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-  with open(_OUT.value, "w") as f:
-    json.dump(rows, f, indent=2)
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  write_json("", _OUT.value, rows)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ Writes bench_results/race_beta.json and prints a table.
 
 from __future__ import annotations
 
-import json
-import os
 
 from absl import app, flags
 
@@ -67,9 +65,8 @@ def main(argv):
   for r in rows:
     print(f"{r['beta']:7.3f} {r['rms_error']:9.4f} {r['collision']:15.4f} "
           f"{r['hard_collision']:8.4f} {r['grad_rms']:9.2e}")
-  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-  with open(_OUT.value, "w") as f:
-    json.dump(rows, f, indent=2)
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  write_json("", _OUT.value, rows)
 
 
 if __name__ == "__main__":

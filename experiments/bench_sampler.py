@@ -7,8 +7,6 @@ relative to ancestral.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 from absl import app, flags
@@ -63,9 +61,8 @@ def main(argv):
     r["relative_cost"] = r["seconds"] / anc["seconds"]
     print(f"{r['sampler']:<26}{r['steps']:>6}{r['seconds']:9.3f}{r['tokens_per_second']:10.0f}"
           f"{r['ms_per_step']:9.1f}{r['relative_cost']:9.2f}")
-  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-  with open(_OUT.value, "w") as f:
-    json.dump(rows, f, indent=2)
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  write_json("", _OUT.value, rows)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,11 @@ def prepare_workdir(workdir: str, config: Any) -> None:
 
 
 def write_json(workdir: str, name: str, obj: Any) -> None:
+  """Writes workdir/name (process 0 only), creating the directory if needed."""
   if jax.process_index() == 0:
-    with open(os.path.join(workdir, name), "w") as f:
+    path = os.path.join(workdir, name)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
       json.dump(obj, f, indent=2, sort_keys=True)
       f.write("\n")
 
