@@ -9,11 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax.attention.linear import check_qkv
-
-
-def _group(query, kv_heads):
-  b, n, h, d = query.shape
-  return query.reshape(b, n, kv_heads, h // kv_heads, d)
+from iclr_jax.attention.linear import grouped as _group
 
 
 def angular_attention(query: jax.Array, key: jax.Array, value: jax.Array, *,

@@ -67,7 +67,7 @@ def _valid(i, chunk: int, n: int) -> jax.Array:
   return i * chunk + jnp.arange(chunk) < n
 
 
-def _grouped(q: jax.Array, kv_heads: int) -> jax.Array:
+def grouped(q: jax.Array, kv_heads: int) -> jax.Array:
   """[B, C, H, d] -> [B, C, H_kv, G, d]."""
   b, c, h, d = q.shape
   return q.reshape(b, c, kv_heads, h // kv_heads, d)
@@ -86,7 +86,7 @@ def _causal_chunk(feature_fn, params, q, k, v, valid, state):
   state = (kv [B, H_kv, S, d_v], ksum [B, H_kv, S]). Returns (o [B, C, H, d_v], state')."""
   kv_state, k_state = state
   hk = k.shape[2]
-  fq = feature_fn(params, _grouped(_acc(q), hk))  # [B, C, Hk, G, S]
+  fq = feature_fn(params, grouped(_acc(q), hk))  # [B, C, Hk, G, S]
   fk = feature_fn(params, _acc(k)) * valid[None, :, None, None]  # [B, C, Hk, S]
   v = _acc(v)
   scores = jnp.einsum("bihgs,bjhs->bhgij", fq, fk)
@@ -175,7 +175,7 @@ def _kv_totals_chunk(feature_fn, params, k, v, valid):
 
 def _query_chunk(feature_fn, params, q, totals):
   kv, ksum = totals
-  fq = feature_fn(params, _grouped(_acc(q), kv.shape[1]))
+  fq = feature_fn(params, grouped(_acc(q), kv.shape[1]))
   num = jnp.einsum("bihgs,bhse->bihge", fq, kv)
   den = jnp.einsum("bihgs,bhs->bihg", fq, ksum)
   o = num / jnp.where(den > 0, den, 1.0)[..., None]
@@ -275,7 +275,7 @@ def naive_linear_attention(feature_fn: FeatureFn, params, query, key, value, *,
   """The same estimator as a masked quadratic form (O(N·M) memory): tests and small inputs."""
   check_qkv(query, key, value)
   hk = key.shape[2]
-  fq = feature_fn(params, _grouped(_acc(query), hk))
+  fq = feature_fn(params, grouped(_acc(query), hk))
   fk = feature_fn(params, _acc(key))
   scores = jnp.einsum("bihgs,bjhs->bhgij", fq, fk)
   if causal:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iclr_jax.uq.clear import conformal_index
+from iclr_jax.uq.clear import check_alpha, conformal_index
 
 
 def _vectors(**arrays):
@@ -30,11 +30,6 @@ def _vectors(**arrays):
     if v.ndim != 1 or v.shape != n:
       raise ValueError(f"{k} must be [n] with n = {n[0] if n else '?'}, got shape {v.shape}")
   return out
-
-
-def _check_alpha(alpha):
-  if not 0.0 < alpha < 1.0:
-    raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
 def _raise_until(value: float, covered, need: int) -> float:
@@ -48,7 +43,7 @@ def _raise_until(value: float, covered, need: int) -> float:
 
 def calibrate_cqr(y, *, lower, upper, alpha: float = 0.05) -> float:
   """The CQR correction Q (added to the width on both sides). Inputs [n]."""
-  _check_alpha(alpha)
+  check_alpha(alpha)
   v = _vectors(y=y, lower=lower, upper=upper)
   y, lo, hi = v["y"], v["lower"], v["upper"]
   scores = np.maximum(lo - y, y - hi)
@@ -74,7 +69,7 @@ def calibrate_pcs(y, *, median, lower, upper, alpha: float = 0.05,
   Each point needs γ_i = max((m − y)/(m − lo), (y − m)/(hi − m)) (0/0 = 0, x/0 = ∞); the
   answer is the ⌈(1 − α)n⌉-th smallest γ_i, clipped to [1, gamma_max].
   """
-  _check_alpha(alpha)
+  check_alpha(alpha)
   v = _vectors(y=y, median=median, lower=lower, upper=upper)
   m, y = v["median"], v["y"]
   left, right = m - np.minimum(v["lower"], m), np.maximum(v["upper"], m) - m

@@ -74,13 +74,18 @@ def pinball_loss(y: jax.Array, q: jax.Array, tau: float) -> jax.Array:
   return jnp.mean(jnp.maximum(tau * diff, (tau - 1.0) * diff), axis=-1)
 
 
+def check_alpha(alpha: float) -> None:
+  """ValueError unless the miscoverage α is in (0, 1)."""
+  if not 0.0 < alpha < 1.0:
+    raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
 def _check(y, n, alpha, mode):
   if y.ndim != 1 or y.shape[0] != n:
     raise ValueError(f"y must be [n] with n = {n}, got shape {y.shape}")
   if n < 1:
     raise ValueError("need at least one calibration point, got n = 0")
-  if not 0.0 < alpha < 1.0:
-    raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+  check_alpha(alpha)
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 

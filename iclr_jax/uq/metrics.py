@@ -6,6 +6,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.uq.clear import check_alpha, pinball_loss
+
 
 def _check(y, lower, upper):
   y, lower, upper = (jnp.asarray(a, jnp.result_type(float)) for a in (y, lower, upper))
@@ -33,19 +35,15 @@ def interval_metrics(y, lower, upper, *, alpha: float) -> dict[str, float]:
   the bounds), crps (of the uniform on [l, u]).
   """
   y, lower, upper = _check(y, lower, upper)
-  if not 0.0 < alpha < 1.0:
-    raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+  check_alpha(alpha)
   width = upper - lower
   below, above = jnp.maximum(lower - y, 0.0), jnp.maximum(y - upper, 0.0)
-
-  def pinball(q, tau):
-    d = y - q
-    return jnp.mean(jnp.maximum(tau * d, (tau - 1) * d))
   span = jnp.max(y) - jnp.min(y)
   out = {"coverage": jnp.mean((y >= lower) & (y <= upper)), "mpiw": jnp.mean(width),
          "niw": jnp.mean(width) / jnp.where(span > 0, span, 1.0),
          "interval_score": jnp.mean(width + 2.0 / alpha * (below + above)),
-         "pinball": 0.5 * (pinball(lower, alpha / 2) + pinball(upper, 1 - alpha / 2)),
+         "pinball": 0.5 * (pinball_loss(y, lower, alpha / 2)
+                           + pinball_loss(y, upper, 1 - alpha / 2)),
          "crps": jnp.mean(uniform_crps(y, lower, upper))}
   return {k: float(v) for k, v in out.items()}
 
