@@ -11,8 +11,9 @@ Calibration ('optimize_both'): for every λ of a grid, γ(λ) is the split-confo
 (level min((1 − α)(1 + 1/n), 1), NumPy's method='higher') of the scores
 s_i = max((f̂_i − y_i)/l_i, (y_i − f̂_i)/r_i) with l = aL + λ·eL, r = aR + λ·eR (floored at
 1e-8); the λ with the lowest mean pinball loss of the resulting bounds (levels α/2 and 1 − α/2,
-averaged) wins. The grid is a [Λ, n] score matrix with one sort per row, processed in blocks of
-λ so that memory stays O(block·n).
+averaged) wins. Each λ's scores are one row of a [Λ, n] score matrix whose conformal order
+statistic is selected exactly without sorting (neighbouring λ bracket each other; see
+`_calibrate`), `block` rows at a time so that memory stays O(block·n).
 'fixed_lambda' calibrates γ alone at a given λ (default 1).
 """
 
@@ -24,6 +25,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from iclr_jax.uq.select import kth_smallest
 
 MODES = ("optimize_both", "fixed_lambda")
 _FLOOR = 1e-8
@@ -126,28 +129,55 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
                     index=conformal_index(n, alpha), alpha=float(alpha))
 
 
-@partial(jax.jit, static_argnames=("index", "alpha", "block"))
+@partial(jax.jit, static_argnames=("index", "alpha", "block", "capacity"))
 def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha: float,
-               block: int = 256):
-  """γ(λ) and the loss for every λ, `block` λ values at a time ([block, n] scores: memory
-  O(block·n) whatever the grid), then the first λ of least loss."""
+               block: int = 4, capacity: int = 64):
+  """γ(λ) and the loss for every λ, then the first λ (in grid order) of least loss.
 
-  def gamma_and_loss(lams):  # [b] -> ([b], [b])
-    left = a_left + lams[:, None] * e_left  # [b, n]
-    right = a_right + lams[:, None] * e_right
-    scores = jnp.maximum((f - y) / jnp.maximum(left, _FLOOR),
-                         (y - f) / jnp.maximum(right, _FLOOR))
-    gamma = jnp.sort(scores, axis=-1)[:, index]
-    lower = f - gamma[:, None] * left
-    upper = f + gamma[:, None] * right
-    return gamma, 0.5 * (pinball_loss(y, lower, alpha / 2)
-                         + pinball_loss(y, upper, 1 - alpha / 2))
-
-  num = lam.shape[0]
+  The sorted grid is cut into `block` runs of neighbouring λ, processed side by side: the
+  first λ of each run gets its γ from a full-range selection, every next one from the bracket
+  its predecessor implies. For λ ≥ λ' every score shrinks by a factor in [λ'/λ, 1]
+  (l(λ')/l(λ) with l = a + λ·e, a, e ≥ 0), so γ(λ) ∈ [γ(λ')·λ'/λ, γ(λ')]: a sliver of the
+  scores, found with a few counting passes (`select.kth_smallest`). Memory O(block·n).
+  """
+  num, n = lam.shape[0], f.shape[0]
+  order = jnp.argsort(lam)
   b = min(block, num)
-  padded = jnp.concatenate([lam, jnp.full((-num % b,), lam[-1], lam.dtype)])
-  gamma, loss = jax.lax.map(gamma_and_loss, padded.reshape(-1, b))
-  gamma, loss = gamma.reshape(-1)[:num], loss.reshape(-1)[:num]
+  steps = -(-num // b)
+  ascending = jnp.concatenate([lam[order], jnp.full((b * steps - num,), lam[order[-1]])])
+  runs = ascending.reshape(b, steps).T  # [steps, b]: step t holds the t-th λ of every run
+  slack = 64 * jnp.finfo(f.dtype).eps
+  # Only the side y falls on scores: s = d / max(a + λ·e, floor) with d = |y − f̂| (the other
+  # side's term is ≤ 0), the same floats as the max of both sides.
+  above = y > f
+  dist = jnp.abs(y - f)
+  a, e = jnp.where(above, a_right, a_left), jnp.where(above, e_right, e_left)
+  widths_a, widths_e = jnp.sum(a_left + a_right), jnp.sum(e_left + e_right)
+
+  def gamma_and_loss(lams, lower=None, upper=None):  # [b] -> ([b], [b])
+    width = a + lams[:, None] * e  # [b, n]
+    gamma = kth_smallest(dist / jnp.maximum(width, _FLOOR), index, lower=lower,
+                         upper=upper, capacity=capacity)
+    # The mean pinball loss of the bounds at α/2 and 1 − α/2, averaged. Per point it is
+    # (α/2)·γ·(l + r) plus the excess of y beyond the bound on its side (pinball(d) =
+    # τ·d + relu(−d) = (τ − 1)·d + relu(d)), so one pass over the points suffices.
+    excess = jnp.sum(jnp.maximum(dist - gamma[:, None] * width, 0.0), axis=-1)
+    return gamma, (0.5 * alpha * gamma * (widths_a + lams * widths_e) + excess) / (2 * n)
+
+  def step(carry, lams):
+    prev_gamma, prev_lams = carry
+    shrink = jnp.where(prev_lams > 0, prev_lams / jnp.maximum(lams, _FLOOR), 0.0)
+    gamma, loss = gamma_and_loss(lams, prev_gamma * shrink * (1 - slack),
+                                 prev_gamma * (1 + slack))
+    return (gamma, lams), (gamma, loss)
+
+  gamma, loss = gamma_and_loss(runs[0])
+  if steps > 1:
+    _, (gammas, losses) = jax.lax.scan(step, (gamma, runs[0]), runs[1:])
+    gamma = jnp.concatenate([gamma[None], gammas])
+    loss = jnp.concatenate([loss[None], losses])
+  gamma = jnp.zeros_like(lam).at[order].set(gamma.T.reshape(-1)[:num])  # grid order again
+  loss = jnp.zeros_like(lam).at[order].set(loss.T.reshape(-1)[:num])
   best = jnp.argmin(loss)
   return ClearParams(gamma1=gamma[best], gamma2=lam[best] * gamma[best], lambda_=lam[best])
 

@@ -126,3 +126,15 @@ def test_bad_input(rng):
     calibrate_clear(y, **bad)
   with pytest.raises(ValueError, match="lambdas must be a 1-D grid of values >= 0"):
     calibrate_clear(y, lambdas=[-1.0, 2.0], **parts)
+
+
+def test_unsorted_grid_with_repeats_matches_reference(rng):
+  y, parts = _inputs(rng, 400)
+  grid = np.concatenate([[3.0, 0.0, 0.5, 0.5], rng.uniform(0, 5, 60), [0.0, 1e-3]])
+  with jax.enable_x64(True):
+    got = calibrate_clear(y, lambdas=grid, **parts)
+  lam, gamma = numpy_clear(y, *(parts[k] for k in (
+      "median_epistemic", "epistemic_lower", "epistemic_upper", "aleatoric_median",
+      "aleatoric_lower", "aleatoric_upper")), 0.05, grid)
+  assert float(got.lambda_) == lam
+  np.testing.assert_allclose(float(got.gamma1), gamma, rtol=1e-12)
