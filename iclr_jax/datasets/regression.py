@@ -38,14 +38,35 @@ def load_regression(name: str, *, data_dir: str | None = None) -> RegressionData
       raise FileNotFoundError(f"dataset {name!r}: missing {path}")
   with gzip.open(x_path, "rt") as f:
     header = next(csv.reader(f))
-  x = np.loadtxt(x_path, delimiter=",", skiprows=1, ndmin=2, dtype=np.float64)
-  y = np.loadtxt(y_path, dtype=np.float64, ndmin=1)
+  x = _read_numbers(x_path, columns=len(header), skip=1)
+  y = _read_numbers(y_path, columns=1, skip=0)[:, 0]
   if x.shape != (y.shape[0], len(header)):
     raise ValueError(f"dataset {name!r}: X is {x.shape} with {len(header)} named columns but "
                      f"y has {y.shape[0]} rows")
   if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
     raise ValueError(f"dataset {name!r}: non-finite values in X or y")
   return RegressionData(x, y, tuple(header))
+
+
+def _read_numbers(path: str, *, columns: int, skip: int) -> np.ndarray:
+  """[rows, columns] float64 from a gzipped CSV; a malformed row is a ValueError naming the file
+  and its line number."""
+  try:
+    return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64)
+  except ValueError:
+    pass  # find the offending line for the message
+  with gzip.open(path, "rt") as f:
+    for line_no, row in enumerate(csv.reader(f), start=1):
+      if line_no <= skip:
+        continue
+      try:
+        ok = len(row) == columns and len([float(v) for v in row]) == columns
+      except ValueError:
+        ok = False
+      if not ok:
+        raise ValueError(f"{path}: line {line_no}: expected {columns} comma-separated numbers, "
+                         f"got {','.join(row)[:200]!r}")
+  raise ValueError(f"{path}: could not be read as {columns} numeric columns")
 
 
 def split_indices(n: int, *, seed: int, fractions=(0.6, 0.2, 0.2)

@@ -46,3 +46,22 @@ def test_bad_input(tmp_path):
     load_regression("nothing", data_dir=str(tmp_path))
   with pytest.raises(ValueError, match="fractions must be three positive numbers"):
     split_indices(10, seed=0, fractions=(0.5, 0.5, 0.0))
+
+
+def test_malformed_row_names_file_and_line(tmp_path):
+  import gzip  # pylint: disable=import-outside-toplevel
+  folder = tmp_path / "toy"
+  folder.mkdir()
+  with gzip.open(folder / "X.csv.gz", "wt") as f:
+    f.write("a,b\n1,2\n3,oops\n5,6\n")
+  with gzip.open(folder / "y.csv.gz", "wt") as f:
+    f.write("1\n2\n3\n")
+  with pytest.raises(ValueError, match=r"X\.csv\.gz: line 3: expected 2 .*'3,oops'"):
+    load_regression("toy", data_dir=str(tmp_path))
+  with gzip.open(folder / "X.csv.gz", "wt") as f:
+    f.write("a,b\n1,2\n3,4\n5,6,7\n")
+  with pytest.raises(ValueError, match=r"line 4: expected 2"):
+    load_regression("toy", data_dir=str(tmp_path))
+  with gzip.open(folder / "X.csv.gz", "wt") as f:
+    f.write("a,b\n1,2\n3,4\n5,6\n")
+  assert load_regression("toy", data_dir=str(tmp_path)).X.shape == (3, 2)
