@@ -73,10 +73,18 @@ class DeepEnsemble(NamedTuple):
   scaler: Standardizer
 
 
+def _batch(key, rows: jax.Array, batch_size: int | None) -> jax.Array:
+  """All of `rows` (full batch) or `batch_size` of them drawn with replacement."""
+  if batch_size is None or batch_size >= rows.shape[0]:
+    return rows
+  return rows[jax.random.randint(key, (batch_size,), 0, rows.shape[0])]
+
+
 def fit_deep_ensemble(key: jax.Array, x, y, *, members: int = 5, hidden: tuple[int, ...] = (64, 64),
-                      steps: int = 2000, lr: float = 3e-3, weight_decay: float = 1e-4
-                      ) -> DeepEnsemble:
-  """M MLPs (MSE + L2), each on its own bootstrap resample, trained in one vmapped scan."""
+                      steps: int = 2000, lr: float = 3e-3, weight_decay: float = 1e-4,
+                      batch_size: int | None = None) -> DeepEnsemble:
+  """M MLPs (MSE + L2), each on its own bootstrap resample, trained in one vmapped scan
+  (full batch, or `batch_size` rows of the member's resample per step)."""
   _check_xy(x, y)
   scaler = fit_standardizer(x, y)
   xs = (jnp.asarray(x, jnp.float32) - scaler.x_mean) / scaler.x_std
@@ -88,10 +96,11 @@ def fit_deep_ensemble(key: jax.Array, x, y, *, members: int = 5, hidden: tuple[i
   def train_one(k, idx, kt):
     params = init_mlp(k, (xs.shape[1],) + tuple(hidden) + (1,))
 
-    def loss(p, _):
-      pred = mlp(p, xs[idx])[:, 0]
+    def loss(p, k):
+      rows = _batch(k, idx, batch_size)
+      pred = mlp(p, xs[rows])[:, 0]
       l2 = sum(jnp.sum(layer["w"] ** 2) for layer in p)
-      return jnp.mean((pred - ys[idx]) ** 2) + weight_decay * l2
+      return jnp.mean((pred - ys[rows]) ** 2) + weight_decay * l2
     return _adam_scan(loss, params, kt, steps=steps, lr=lr)
 
   params = jax.jit(jax.vmap(train_one))(jax.random.split(k_init, members), boot,
@@ -115,10 +124,11 @@ class QuantileModel(NamedTuple):
 
 
 def fit_quantile_regressor(key: jax.Array, x, y, *, hidden: tuple[int, ...] = (64, 64),
-                           steps: int = 3000, lr: float = 3e-3, batch_taus: int = 1
-                           ) -> QuantileModel:
+                           steps: int = 3000, lr: float = 3e-3, batch_taus: int = 1,
+                           batch_size: int | None = None) -> QuantileModel:
   """Simultaneous quantile regression: f(x, τ) trained by the pinball loss at fresh τ ~ U(0, 1)
-  per point and step (`batch_taus` draws per point)."""
+  per point and step (`batch_taus` draws per point; all points, or `batch_size` drawn per
+  step)."""
   _check_xy(x, y)
   scaler = fit_standardizer(x, y)
   xs = (jnp.asarray(x, jnp.float32) - scaler.x_mean) / scaler.x_std
@@ -128,10 +138,14 @@ def fit_quantile_regressor(key: jax.Array, x, y, *, hidden: tuple[int, ...] = (6
   xr = jnp.tile(xs, (batch_taus, 1))
   yr = jnp.tile(ys, batch_taus)
 
+  all_rows = jnp.arange(xr.shape[0])
+
   def loss(p, k):
-    tau = jax.random.uniform(k, (xr.shape[0],))
-    pred = mlp(p, jnp.concatenate([xr, tau[:, None] - 0.5], axis=1))[:, 0]
-    d = yr - pred
+    k_rows, k_tau = jax.random.split(k)
+    rows = _batch(k_rows, all_rows, batch_size)
+    tau = jax.random.uniform(k_tau, (rows.shape[0],))
+    pred = mlp(p, jnp.concatenate([xr[rows], tau[:, None] - 0.5], axis=1))[:, 0]
+    d = yr[rows] - pred
     return jnp.mean(jnp.maximum(tau * d, (tau - 1) * d))
   return QuantileModel(jax.jit(lambda p, k: _adam_scan(loss, p, k, steps=steps, lr=lr))(
       params, k_train), scaler)
