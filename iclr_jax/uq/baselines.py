@@ -5,8 +5,9 @@
 - PCS multiplicative calibration (PCS-UQ): the smallest γ ≥ 1 such that
   [m − γ(m − lo), m + γ(hi − m)] covers at least ⌈(1 − α)n⌉ calibration points. The reference
   bisects γ on [1, 1000] to 1e-6; we take the exact order statistic that bisection converges to.
-- ALEATORIC-R: the aleatoric quantiles alone, centred on f̂ and calibrated by one γ, is CLEAR with
-  λ = 0 (`calibrate_clear(..., mode='fixed_lambda', lambdas=[0.0])`).
+- ALEATORIC-R: the aleatoric quantiles of the residual model (fitted to y − f̂ with features
+  [X, f̂]) re-centred on f̂ and conformalized like CQR, as the reference code's `cqr_residual`
+  (see `iclr_jax.recipes.clear_benchmark`).
 
 Both calibrations are one sort of n scores on the host, in float64. The point that sets the
 boundary must stay covered when the interval is formed, and rounding (even float64) can drop it

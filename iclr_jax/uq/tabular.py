@@ -6,8 +6,8 @@
   (α/2, 1 − α/2) quantiles over the K·B predictions form the (uncalibrated) band.
 - Aleatoric: quantile gradient boosting (`HistGradientBoostingRegressor(loss='quantile')`) at
   α/2, 0.5 and 1 − α/2, each refitted on `bootstraps` resamples; the median over resamples is
-  kept. `residual=True` is the paper's ALEATORIC-R input: quantiles of y − f̂ with features
-  [X, f̂], shifted back by f̂.
+  kept. Given `epistemic=f̂` it is the residual model of the paper's CLEAR and ALEATORIC-R:
+  quantiles of y − f̂ with features [X, f̂], shifted back by f̂.
 
 Host-side NumPy in, NumPy out; the calibration itself is `calibrate_clear` (JAX).
 """
