@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iclr_jax.uq.clear import check_alpha, conformal_index
+from iclr_jax.uq.clear import check_alpha, check_values, conformal_index
 
 
 def _vectors(**arrays):
@@ -30,6 +30,7 @@ def _vectors(**arrays):
   for k, v in out.items():
     if v.ndim != 1 or v.shape != n:
       raise ValueError(f"{k} must be [n] with n = {n[0] if n else '?'}, got shape {v.shape}")
+  check_values(out, [("lower", "upper")] if "lower" in out and "upper" in out else [])
   return out
 
 

@@ -44,9 +44,33 @@ class ClearParams(NamedTuple):
   lambda_: jax.Array
 
 
+def check_values(arrays: dict, pairs=()) -> None:
+  """ValueError for NaN/inf in any named array, or lower > upper in a (lower, upper) pair of
+  names. Skipped for traced values (inside jit the caller is responsible)."""
+  if any(isinstance(a, jax.core.Tracer) for a in arrays.values()):
+    return
+  host = {k: np.asarray(v) for k, v in arrays.items()}
+  for name, a in host.items():
+    bad = ~np.isfinite(a)
+    if bad.any():
+      i = int(np.argmax(bad.reshape(-1)))
+      raise ValueError(f"{name} must be finite; entry {i} is {a.reshape(-1)[i]} "
+                       f"({int(bad.sum())} non-finite values)")
+  for lo, hi in pairs:
+    bad = host[lo] > host[hi]
+    if bad.any():
+      i = int(np.argmax(bad.reshape(-1)))
+      raise ValueError(f"{lo} must be <= {hi}; at entry {i} {lo} = {host[lo].reshape(-1)[i]} > "
+                       f"{hi} = {host[hi].reshape(-1)[i]} ({int(bad.sum())} such entries)")
+
+
+_PAIRS = (("epistemic_lower", "epistemic_upper"), ("aleatoric_lower", "aleatoric_upper"))
+
+
 def _parts(median_epistemic, epistemic_lower, epistemic_upper, aleatoric_median,
            aleatoric_lower, aleatoric_upper):
-  """(f̂, aL, aR, eL, eR) with crossing quantiles clipped; all [n]."""
+  """(f̂, aL, aR, eL, eR) with crossing quantiles clipped; all [n]. NaN/inf and lower > upper
+  are errors; a lower bound above the median (or an upper one below it) is clipped."""
   arrays = [jnp.asarray(a, jnp.result_type(float)) for a in (
       median_epistemic, epistemic_lower, epistemic_upper, aleatoric_median, aleatoric_lower,
       aleatoric_upper)]
@@ -57,6 +81,7 @@ def _parts(median_epistemic, epistemic_lower, epistemic_upper, aleatoric_median,
     if a.ndim != 1 or a.shape != n:
       raise ValueError(f"{name} must be [n] with n = {n[0] if n else '?'} like "
                        f"median_epistemic, got shape {a.shape}")
+  check_values(dict(zip(names, arrays)), _PAIRS)
   f, e_lo, e_hi, q_med, q_lo, q_hi = arrays
   a_left = q_med - jnp.minimum(q_lo, q_med)
   a_right = jnp.maximum(q_hi, q_med) - q_med
@@ -118,6 +143,7 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
   y = jnp.asarray(y, f.dtype)
   n = f.shape[0]
   _check(y, n, alpha, mode)
+  check_values({"y": y})
   if lambdas is None:
     lambdas = default_lambdas() if mode == "optimize_both" else np.array([1.0])
   lam = jnp.atleast_1d(jnp.asarray(lambdas, f.dtype))

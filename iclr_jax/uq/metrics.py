@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.uq.clear import check_alpha, pinball_loss
+from iclr_jax.uq.clear import check_alpha, check_values, pinball_loss
 
 
 def _check(y, lower, upper):
@@ -14,6 +14,7 @@ def _check(y, lower, upper):
   if y.ndim != 1 or lower.shape != y.shape or upper.shape != y.shape:
     raise ValueError(f"y, lower and upper must all be [n]; got {y.shape}, {lower.shape}, "
                      f"{upper.shape}")
+  check_values({"y": y, "lower": lower, "upper": upper}, [("lower", "upper")])
   return y, lower, upper
 
 

@@ -146,7 +146,8 @@ def fit_quantile_gbm(x, y, *, alpha: float = 0.05, bootstraps: int = 5, seed: in
 
 def quantile_gbm_predict(model: QuantileGBM, x, *, epistemic=None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """(lower, median, upper) [n]: medians over resamples (+ f̂ for the residual variant)."""
+  """(lower, median, upper) [n]: medians over resamples (+ f̂ for the residual variant),
+  sorted per point so that the three levels never cross."""
   x, _ = _check(x)
   if model.residual:
     if epistemic is None:
@@ -154,7 +155,7 @@ def quantile_gbm_predict(model: QuantileGBM, x, *, epistemic=None
     f = np.asarray(epistemic, np.float64)
     x = np.column_stack([x, f])
   preds = np.median(np.stack([[m.predict(x) for m in trio] for trio in model.models]), axis=0)
-  lo, med, hi = preds
+  lo, med, hi = np.sort(preds, axis=0)  # rearranged: independent fits may cross
   if model.residual:
     lo, med, hi = lo + f, med + f, hi + f
   return lo, med, hi

@@ -40,7 +40,8 @@ def _inputs(rng, n):
   return y, dict(median_epistemic=f, epistemic_lower=f - spread[0],
                  epistemic_upper=f + spread[1], aleatoric_median=q_med,
                  aleatoric_lower=q_med - 2 * spread[2] + 0.1,
-                 aleatoric_upper=q_med + 2 * spread[3] - 0.1)
+                 aleatoric_upper=np.maximum(q_med + 2 * spread[3] - 0.1,
+                                            q_med - 2 * spread[2] + 0.1))
 
 
 @pytest.mark.parametrize("n,alpha", [(200, 0.05), (57, 0.1), (1000, 0.2)])
@@ -138,3 +139,25 @@ def test_unsorted_grid_with_repeats_matches_reference(rng):
       "aleatoric_lower", "aleatoric_upper")), 0.05, grid)
   assert float(got.lambda_) == lam
   np.testing.assert_allclose(float(got.gamma1), gamma, rtol=1e-12)
+
+
+def test_non_finite_and_inverted_inputs(rng):
+  from iclr_jax.uq import baselines, interval_metrics  # pylint: disable=import-outside-toplevel
+  y, parts = _inputs(rng, 20)
+  y_nan = y.copy()
+  y_nan[3] = np.nan
+  with pytest.raises(ValueError, match="y must be finite; entry 3 is nan"):
+    calibrate_clear(y_nan, **parts)
+  inf = dict(parts, epistemic_lower=np.where(np.arange(20) == 7, -np.inf,
+                                             parts["epistemic_lower"]))
+  with pytest.raises(ValueError, match="epistemic_lower must be finite; entry 7 is -inf"):
+    calibrate_clear(y, **inf)
+  swapped = dict(parts, aleatoric_lower=parts["aleatoric_upper"] + 1.0)
+  with pytest.raises(ValueError, match="aleatoric_lower must be <= aleatoric_upper; at entry 0"):
+    calibrate_clear(y, **swapped)
+  with pytest.raises(ValueError, match="aleatoric_lower must be <= aleatoric_upper"):
+    clear_interval(calibrate_clear(y, **parts), **swapped)
+  with pytest.raises(ValueError, match="lower must be <= upper"):
+    baselines.calibrate_cqr(y, lower=y + 1, upper=y - 1)
+  with pytest.raises(ValueError, match="upper must be finite"):
+    interval_metrics(y, y - 1, y_nan, alpha=0.1)
