@@ -1,0 +1,64 @@
+"""The cluster distance against its definition written out in float64 NumPy and its lemma
+d ≤ d_C ≤ (4+ε)·d; the auction against SciPy's exact assignment, with its certificate and
+ε-complementary slackness."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from iclr_jax.ot import auction_assignment, cluster_distance, complementary_slackness_gap
+from iclr_jax.ot.cluster import numpy_cluster_distance, sample_centres
+
+
+def _clouds(rng, t):
+  na, nb = ((1, 3), (9, 6), (12, 12))[t % 3]
+  d = 1 + t % 2
+  x, y = rng.normal(size=(na, d)), rng.normal(size=(nb, d))
+  if t % 2 == 0:  # duplicates: a shared point and a repeated one
+    y[0] = x[0]
+    x[-1] = x[0]
+  return x, y
+
+
+def test_cluster_distance_matches_definition_and_lemma(rng):
+  with jax.enable_x64(True):
+    for t in range(24):
+      x, y = _clouds(rng, t)
+      eps = (0.1, 0.5, 2.0)[t % 3]
+      key = jax.random.key(t)
+      got = np.asarray(cluster_distance(x, y, eps=eps, key=key))
+      want = numpy_cluster_distance(x, y, eps=eps, sampled=sample_centres(key, len(x) + len(y)))
+      np.testing.assert_allclose(got, want, rtol=1e-12)
+      d = np.sqrt(((x[:, None] - y[None]) ** 2).sum(-1))
+      assert np.all(d <= got * (1 + 1e-12))
+      assert np.all(got <= (4 + eps) * d * (1 + 1e-12))
+
+
+def test_cluster_distance_float32_lemma_on_larger_clouds(rng):
+  x, y = rng.uniform(size=(300, 2)), rng.uniform(size=(200, 2))
+  got = np.asarray(cluster_distance(x, y, eps=0.1, key=jax.random.key(1)))
+  d = np.sqrt(((x[:, None] - y[None]) ** 2).sum(-1))
+  ratio = got / d
+  assert ratio.min() >= 1 - 1e-5 and ratio.max() <= 4.1 * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_auction_is_certified_near_optimal(rng, ties):
+  for _ in range(15):
+    n = int(rng.choice([1, 7, 25]))
+    c = rng.uniform(size=(n, n)) ** 3
+    if ties:
+      c = np.round(c * 4) / 4
+    res = auction_assignment(jnp.asarray(c, jnp.float32), rel_gap=1e-3)
+    a = np.asarray(res.assignment)
+    np.testing.assert_array_equal(np.sort(a), np.arange(n))  # a permutation: exact marginals
+    rows, cols = linear_sum_assignment(c)
+    opt = c[rows, cols].sum()
+    got = c[np.arange(n), a].sum()
+    slack = 1e-5 * max(1.0, c.max()) * n
+    assert float(res.dual) <= opt + slack
+    assert got <= opt * (1 + 1e-3) + slack
+    assert float(complementary_slackness_gap(jnp.asarray(c, jnp.float32), res.assignment,
+                                             res.prices)) <= float(res.eps) * (1 + 1e-3) + 1e-6

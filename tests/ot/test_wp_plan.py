@@ -1,0 +1,72 @@
+"""wp_plan on random instances against exact references (POT's network simplex for finite p,
+brute-force bottleneck for p = ∞): feasible plans, cost ≤ (4+ε)^p·OPT (≤ (4+ε)·W_∞), the
+certified bound holds; duplicates; bad input."""
+
+import itertools
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from iclr_jax.ot import exact_winf, exact_wp, wp_plan
+
+INSTANCES = 100
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, math.inf])
+def test_approximation_against_exact(rng, p):
+  eps = 0.1
+  limit = 4 + eps if p == math.inf else (4 + eps) ** p
+  ratios = []
+  for t in range(INSTANCES):
+    n, d = (6, 12)[t % 2], 1 + t % 3
+    x = rng.normal(size=(n, d))
+    y = rng.normal(size=(n, d)) + (t % 4) * 0.5
+    res = wp_plan(x, y, p=p, eps=eps, key=jax.random.key(t))
+    np.testing.assert_array_equal(np.sort(np.asarray(res.plan)), np.arange(n))
+    opt = exact_winf(x, y) if p == math.inf else exact_wp(x, y, p=p)
+    cost = float(res.cost)
+    dist = np.sqrt(((x[:, None] - y[None]) ** 2).sum(-1))[np.arange(n), np.asarray(res.plan)]
+    want = dist.max() if p == math.inf else np.mean(dist ** p)
+    np.testing.assert_allclose(cost, want, rtol=1e-4)  # the cost is under the true distance
+    assert cost <= limit * opt * (1 + 1e-4)
+    assert float(res.bound) <= limit * (1 + 1e-4)
+    assert cost <= float(res.bound) * opt * (1 + 1e-4)
+    ratios.append(cost / opt)
+  assert np.mean(ratios) < limit  # in practice far below the worst case
+
+
+def test_exact_winf_is_the_bottleneck_assignment(rng):
+  for _ in range(10):
+    x, y = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    d = np.sqrt(((x[:, None] - y[None]) ** 2).sum(-1))
+    brute = min(max(d[i, s[i]] for i in range(5)) for s in itertools.permutations(range(5)))
+    assert exact_winf(x, y) == pytest.approx(brute)
+
+
+def test_duplicates_and_identical_clouds(rng):
+  x = rng.normal(size=(8, 3))
+  x[3] = x[5]
+  for p in (1, 3, math.inf):
+    res = wp_plan(x, x.copy(), p=p, key=jax.random.key(0))
+    assert float(res.cost) == 0.0 and float(res.bound) == 1.0
+
+
+def test_bad_input(rng):
+  x, y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+  key = jax.random.key(0)
+  cases = [
+      (dict(x=np.zeros((0, 2)), y=y, p=1), "x must be \\[n, d\\] with n ≥ 1"),
+      (dict(x=x, y=rng.normal(size=(4, 3)), p=1), "same dimension, got 2 and 3"),
+      (dict(x=x, y=y, p=0.5), "p must be a number >= 1"),
+      (dict(x=x, y=y, p=1, eps=0.0), "eps must be > 0, got 0.0"),
+      (dict(x=x, y=y, p=1, a=np.full(4, 0.25), b=np.full(4, 0.5)), "same total mass"),
+      (dict(x=x, y=y, p=1, a=np.array([0.5, 0.5, 0.5, -0.5])), "finite and non-negative"),
+      (dict(x=x, y=y, p=1, a=np.full(3, 1 / 3)), "a must be \\[4\\]"),
+      (dict(x=x, y=np.vstack([y, y]), p=1), "uniform masses need equal sizes"),
+      (dict(x=np.full((4, 2), np.nan), y=y, p=1), "x must be finite"),
+  ]
+  for kwargs, match in cases:
+    with pytest.raises(ValueError, match=match):
+      wp_plan(key=key, **kwargs)
