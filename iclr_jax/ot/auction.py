@@ -36,10 +36,10 @@ def _round(cost, eps, state, bidders: int):
   (person→object, object→person, prices)."""
   assigned, owner, prices = state
   n = cost.shape[0]
-  who = jnp.nonzero(assigned < 0, size=bidders, fill_value=n)[0]  # [bidders], n = padding
+  who = jnp.nonzero(assigned < 0, size=bidders, fill_value=n)[0].astype(jnp.int32)  # n: pad
   real = who < n
   values = -cost[jnp.minimum(who, n - 1)] - prices[None, :]  # [bidders, N]
-  best = jnp.argmax(values, axis=1)
+  best = jnp.argmax(values, axis=1).astype(jnp.int32)
   v1 = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
   v2 = jnp.max(jnp.where(jnp.arange(n)[None, :] == best[:, None], -jnp.inf, values), axis=1)
   v2 = jnp.where(jnp.isfinite(v2), v2, v1)  # a single object
@@ -76,14 +76,17 @@ def auction_assignment(cost: jax.Array, *, rel_gap: float = 1e-3, scale: float =
     rel_gap: stop once primal − dual ≤ rel_gap·|dual| + N·ε_min (see the module docstring).
     scale: ε shrinks by this factor between phases.
     max_rounds: safety cap on bidding rounds over all phases.
-    bidders: unassigned persons bidding per round (default max(16, N/8)); a round costs
-      O(bidders·N), and late rounds of a phase have only a few bidders.
+    bidders: unassigned persons bidding per round. A round costs O(bidders·N) plus O(N);
+      default 16 on CPU (measured fastest at N = 1000–2500), N/8 on accelerators, where a
+      round's cost is mostly fixed latency and fewer, wider rounds win.
 
   Returns:
     AuctionResult; `primal`/`dual` certify the gap whatever happens.
   """
   n = cost.shape[0]
-  bidders = min(n, bidders or max(16, n // 8))
+  if bidders is None:
+    bidders = 16 if jax.default_backend() == "cpu" else max(16, n // 8)
+  bidders = min(n, bidders)
   span = jnp.max(cost) - jnp.min(cost)
   # Prices are resolved to about ulp(max |C|): below that ε bids stop moving them.
   eps_min = 8 * jnp.finfo(cost.dtype).eps * jnp.maximum(jnp.max(jnp.abs(cost)), 1e-30)

@@ -85,14 +85,20 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   if p == math.inf:
     return _bottleneck_plan(levels, true, eps / 2, d_min)
   d_c = 2.0 * radius(levels, d_min=d_min, eps=eps / 2)
-  scale = jnp.maximum(jnp.max(d_c), 1e-30)
+  scale = float(jnp.maximum(jnp.max(d_c), 1e-30))
   gap = ((4 + eps) / (4 + eps / 2)) ** p - 1
-  res = auction_assignment((d_c / scale) ** p, rel_gap=gap)
-  cost = jnp.mean(jnp.take_along_axis(true, res.assignment[:, None], axis=1) ** p)
-  # OPT_d ≥ OPT_C/(4+ε/2)^p ≥ dual/(4+ε/2)^p (in the scaled units of the auction).
-  lower = res.dual / n * scale ** p / (4 + eps / 2) ** p
-  bound = jnp.where(cost <= 0, 1.0, jnp.where(lower > 0, cost / lower, jnp.inf))
-  return OTResult(res.assignment, cost, cost ** (1.0 / p), bound)
+  # d_C^p spans many orders of magnitude for large p; float64 prices resolve them (float32
+  # prices stall an order of magnitude above the small costs the plan is made of).
+  with jax.enable_x64(True):
+    res = auction_assignment((np.asarray(d_c, np.float64) / scale) ** p, rel_gap=gap)
+    assignment = np.asarray(res.assignment)
+    dual = float(res.dual)
+  cost = float(np.mean(np.asarray(true, np.float64)[np.arange(n), assignment] ** p))
+  # OPT_d ≥ OPT_C/(4+ε/2)^p ≥ dual/(4+ε/2)^p (the auction's costs are scaled by scale^p).
+  lower = dual / n * scale ** p / (4 + eps / 2) ** p
+  bound = 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
+  return OTResult(jnp.asarray(assignment, jnp.int32), jnp.asarray(cost),
+                  jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
 
 def _perfect_matching(allowed: np.ndarray):
