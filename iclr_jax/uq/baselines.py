@@ -55,9 +55,14 @@ def calibrate_cqr(y, *, lower, upper, alpha: float = 0.05) -> float:
 
 
 def cqr_interval(q: float, *, lower, upper):
-  """(lower − Q, upper + Q)."""
+  """(lower − Q, upper + Q). A negative Q (a band that was too wide) can cross the bounds
+  where the band is narrower than 2|Q|: that empty set is returned as the point
+  (lower + upper)/2, so widths stay ≥ 0."""
   v = _vectors(lower=lower, upper=upper)
-  return v["lower"] - q, v["upper"] + q
+  lo, hi = v["lower"] - q, v["upper"] + q
+  mid = 0.5 * (v["lower"] + v["upper"])
+  crossed = lo > hi
+  return np.where(crossed, mid, lo), np.where(crossed, mid, hi)
 
 
 class PCSCalibration(NamedTuple):

@@ -95,3 +95,11 @@ def test_bad_input(rng):
     baselines.calibrate_pcs(y, median=m, lower=lo, upper=hi[:3])
   with pytest.raises(ValueError, match="y, lower and upper must all be"):
     interval_metrics(y, lo[:2], hi, alpha=0.1)
+
+
+def test_negative_cqr_correction_never_inverts_an_interval():
+  from iclr_jax.uq import baselines  # pylint: disable=import-outside-toplevel
+  lower, upper = np.array([0.0, 0.0, -5.0]), np.array([0.1, 4.0, 5.0])
+  lo, hi = baselines.cqr_interval(-0.5, lower=lower, upper=upper)
+  np.testing.assert_allclose(lo, [0.05, 0.5, -4.5])
+  np.testing.assert_allclose(hi, [0.05, 3.5, 4.5])
