@@ -178,6 +178,8 @@ def train_and_evaluate(config, workdir: str):
   table = aggregate(rows)
   summary = summarize(table, config)
   summary["seconds_this_run"] = time.time() - start
+  units = {(r["dataset"], r["seed"], r["family"]): r["fit_seconds"] for r in rows}
+  summary["fit_seconds_all_units"] = float(sum(units.values()))
   write_table(workdir, table)
   write_json(workdir, "summary.json", summary)
   plot_niw(table, os.path.join(workdir, "niw.png"))
