@@ -14,6 +14,8 @@ Ties are exact: a bracket whose bounds meet holds only copies of the answer.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -39,6 +41,7 @@ def _count_le(bits, t):  # [b, n], [b] -> [b] int32
   return jnp.sum(bits <= t[:, None], axis=-1, dtype=jnp.int32)
 
 
+@partial(jax.jit, static_argnames=("k", "capacity"))
 def kth_smallest(values: jax.Array, k: int, *, lower: jax.Array | None = None,
                  upper: jax.Array | None = None, capacity: int = 64) -> jax.Array:
   """Row-wise k-th smallest (0-based) of non-negative values, exactly.
