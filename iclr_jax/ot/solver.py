@@ -93,6 +93,9 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
     res = auction_assignment((np.asarray(d_c, np.float64) / scale) ** p, rel_gap=gap)
     assignment = np.asarray(res.assignment)
     dual = float(res.dual)
+  if np.any(assignment < 0):
+    raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
+                       f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
   cost = float(np.mean(np.asarray(true, np.float64)[np.arange(n), assignment] ** p))
   # OPT_d ≥ OPT_C/(4+ε/2)^p ≥ dual/(4+ε/2)^p (the auction's costs are scaled by scale^p).
   lower = dual / n * scale ** p / (4 + eps / 2) ** p
