@@ -116,8 +116,7 @@ def intervals(comps, y_cal, alpha):
   return out
 
 
-def _run_unit(config, name, seed, family):
-  data = load_regression(name)
+def _run_unit(config, data, name, seed, family):
   tr, cal, te = split_indices(len(data.y), seed=seed, fractions=tuple(config.fractions))
   x, y = data.X, data.y
   fit = _tabular_components if family == "tabular" else _jax_components
@@ -163,18 +162,17 @@ def train_and_evaluate(config, workdir: str):
   done, rows = _done_units(path)
   start = time.time()
   for name in config.datasets:
-    for seed in config.seeds:
-      for family in config.families:
-        if (name, seed, family) in done:
-          continue
-        t0 = time.time()
-        new = _run_unit(config, name, int(seed), family)
-        with open(path, "a", encoding="utf-8") as f:  # one unit at a time: resumable
-          f.writelines(json.dumps(r) + "\n" for r in new)
-        rows += new
-        logging.info("%s seed %d %s: %.1f s; %s", name, seed, family, time.time() - t0,
-                     ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"
-                               for r in new))
+    todo = [(s, f) for s in config.seeds for f in config.families if (name, s, f) not in done]
+    data = load_regression(name) if todo else None
+    for seed, family in todo:
+      t0 = time.time()
+      new = _run_unit(config, data, name, int(seed), family)
+      with open(path, "a", encoding="utf-8") as f:  # one unit at a time: resumable
+        f.writelines(json.dumps(r) + "\n" for r in new)
+      rows += new
+      logging.info("%s seed %d %s: %.1f s; %s", name, seed, family, time.time() - t0,
+                   ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"
+                             for r in new))
   table = aggregate(rows)
   summary = summarize(table, config)
   summary["seconds_this_run"] = time.time() - start
