@@ -8,8 +8,11 @@ p = ∞ the smallest radius index whose threshold graph {d_C ≤ 2·r_i} has a p
 found by binary search (Hopcroft–Karp feasibility checks, SciPy on the host), so the plan's
 bottleneck is at most (4+ε/2)·W_∞.
 
-Masses: uniform on equal-size point sets (the assignment case, `plan` is the index form
-σ: [n] → [n], π(i, σ(i)) = 1/n). General masses are not implemented yet (a ValueError says so).
+Masses: uniform on equal-size point sets is the assignment case (`plan` is the index form
+σ: [n] → [n], π(i, σ(i)) = 1/n), solved by the auction. Any other masses (finite p) go to
+log-domain Sinkhorn on d_C^p with decreasing regularisation, rounded onto the exact marginals
+and stopped by the same certified gap (`plan` is dense [n_a, n_b]). p = ∞ with general masses
+needs a max-flow feasibility check and is not implemented yet (a ValueError says so).
 """
 
 from __future__ import annotations
@@ -23,17 +26,19 @@ import numpy as np
 
 from iclr_jax.ot.auction import auction_assignment
 from iclr_jax.ot.cluster import check_eps, check_points, cluster_levels, radius
+from iclr_jax.ot.sinkhorn import sinkhorn_transport
 
 
 class OTResult(NamedTuple):
-  plan: jax.Array  # [n] int: the object of each source point (π(i, plan[i]) = 1/n)
+  plan: jax.Array  # assignment: [n] int σ, π(i, σ(i)) = 1/n; else [n_a, n_b] float64 NumPy
   cost: jax.Array  # Σ π·d^p under the true distance; max d on the support for p = ∞
   wp: jax.Array  # cost^(1/p); the bottleneck for p = ∞
   bound: jax.Array  # certified: cost ≤ bound·OPT (OPT = W_p^p, or W_∞ for p = ∞)
 
 
 def _check_masses(a, b, n_a, n_b):
-  """Only uniform masses on equal-size sets are supported (checked with clear errors)."""
+  """(a [n_a], b [n_b]) float64 with equal totals (uniform 1/n where not given), and whether
+  this is the assignment case (uniform masses on equal-size sets)."""
   masses = {}
   for name, m, n in (("a", a, n_a), ("b", b, n_b)):
     if m is None:
@@ -41,20 +46,17 @@ def _check_masses(a, b, n_a, n_b):
     m = np.asarray(m, np.float64)
     if m.shape != (n,):
       raise ValueError(f"{name} must be [{n}] (one mass per point), got shape {m.shape}")
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
-      raise ValueError(f"{name} must be finite and non-negative")
+    if not np.all(np.isfinite(m)) or np.any(m < 0) or m.sum() <= 0:
+      raise ValueError(f"{name} must be finite and non-negative with a positive total")
     masses[name] = m
-  if "a" in masses and "b" in masses and not np.isclose(masses["a"].sum(), masses["b"].sum(),
-                                                        rtol=1e-6):
-    raise ValueError(f"a and b must have the same total mass, got {masses['a'].sum()} and "
-                     f"{masses['b'].sum()}")
-  for name, m in masses.items():
-    if not np.allclose(m, m.mean(), rtol=1e-6):
-      raise ValueError(f"{name}: only uniform masses are supported so far (general masses "
-                       f"are planned); got masses in [{m.min()}, {m.max()}]")
-  if n_a != n_b:
-    raise ValueError(f"uniform masses need equal sizes (an assignment), got {n_a} and {n_b} "
-                     "points; general masses are planned")
+  total = next(iter(masses.values())).sum() if masses else 1.0
+  a = masses.get("a", np.full(n_a, total / n_a))
+  b = masses.get("b", np.full(n_b, total / n_b))
+  if not np.isclose(a.sum(), b.sum(), rtol=1e-6):
+    raise ValueError(f"a and b must have the same total mass, got {a.sum()} and {b.sum()}")
+  b = b * (a.sum() / b.sum())  # equal to the last bit, for exact marginals
+  uniform = n_a == n_b and np.allclose(a, a[0], rtol=1e-9) and np.allclose(b, b[0], rtol=1e-9)
+  return a, b, uniform
 
 
 def _check_p(p):
@@ -63,14 +65,15 @@ def _check_p(p):
 
 
 def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTResult:
-  """A (4+ε)-approximate optimal transport plan between point clouds x [n, d] and y [n, d].
+  """A (4+ε)-approximate optimal transport plan between point clouds x and y.
 
   Args:
-    x, y: source and target points (uniform masses 1/n each).
+    x, y: source points [n_a, d] and target points [n_b, d].
     p: the order, a number >= 1 or `math.inf`.
     eps: approximation slack ε > 0 (the cost is at most (4+ε)^p·W_p^p; (4+ε)·W_∞ for p = ∞).
     key: PRNG key for the sampled cluster centres.
-    a, b: optional masses; must be uniform (and equal in total) for now.
+    a, b: optional non-negative masses [n_a], [n_b] with equal totals (default uniform with
+      total 1, or the other side's total).
 
   Returns:
     OTResult with the true-distance cost and a certified approximation factor.
@@ -78,7 +81,10 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   x, y = check_points(x, y)
   check_eps(eps)
   _check_p(p)
-  _check_masses(a, b, x.shape[0], y.shape[0])
+  a, b, assignment_case = _check_masses(a, b, x.shape[0], y.shape[0])
+  if p == math.inf and not assignment_case:
+    raise ValueError("p = inf needs uniform masses on equal-size sets so far (general masses "
+                     "need a max-flow feasibility check, not implemented yet)")
   levels, d_min, dist = cluster_levels(x, y, eps=eps / 2, key=key)
   n = x.shape[0]
   true = dist[:n, n:]
@@ -87,6 +93,8 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   d_c = 2.0 * radius(levels, d_min=d_min, eps=eps / 2)
   scale = float(jnp.maximum(jnp.max(d_c), 1e-30))
   gap = ((4 + eps) / (4 + eps / 2)) ** p - 1
+  if not assignment_case:
+    return _transport_plan(d_c, true, a, b, p=p, scale=scale, gap=gap, eps=eps)
   # d_C^p spans many orders of magnitude for large p; float64 prices resolve them (float32
   # prices stall an order of magnitude above the small costs the plan is made of).
   with jax.enable_x64(True):
@@ -102,6 +110,18 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   bound = 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
   return OTResult(jnp.asarray(assignment, jnp.int32), jnp.asarray(cost),
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
+
+
+def _transport_plan(d_c, true, a, b, *, p, scale, gap, eps):
+  """General masses: Sinkhorn with a certified gap on d_C^p (see `sinkhorn.py`)."""
+  with jax.enable_x64(True):
+    res = sinkhorn_transport((np.asarray(d_c, np.float64) / scale) ** p, a, b, rel_gap=gap)
+    plan, dual = np.asarray(res.plan), float(res.dual)
+  cost = float(np.sum(plan * np.asarray(true, np.float64) ** p))
+  lower = dual * scale ** p / (4 + eps / 2) ** p
+  bound = 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
+  # The plan stays a float64 NumPy array: its marginals are exact to float64 rounding.
+  return OTResult(plan, jnp.asarray(cost), jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
 
 def _perfect_matching(allowed: np.ndarray):

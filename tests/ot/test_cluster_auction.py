@@ -62,3 +62,23 @@ def test_auction_is_certified_near_optimal(rng, ties):
     assert got <= opt * (1 + 1e-3) + slack
     assert float(complementary_slackness_gap(jnp.asarray(c, jnp.float32), res.assignment,
                                              res.prices)) <= float(res.eps) * (1 + 1e-3) + 1e-6
+
+
+def test_sinkhorn_transport_is_certified_with_exact_marginals(rng):
+  import ot  # pylint: disable=import-outside-toplevel
+  from iclr_jax.ot import sinkhorn_transport  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    for t in range(12):
+      m, n = ((4, 9), (12, 7))[t % 2]
+      c = rng.uniform(size=(m, n)) ** (1 + t % 4)
+      a, b = rng.uniform(size=m), rng.uniform(size=n)
+      a[t % m] = 0.0
+      a, b = a / a.sum(), b / b.sum()
+      res = sinkhorn_transport(jnp.asarray(c), jnp.asarray(a), jnp.asarray(b), rel_gap=1e-2)
+      plan = np.asarray(res.plan)
+      assert plan.min() >= 0
+      np.testing.assert_allclose(plan.sum(1), a, atol=1e-12)
+      np.testing.assert_allclose(plan.sum(0), b, atol=1e-12)
+      opt = ot.emd2(a, b, c)
+      assert float(res.dual) <= opt + 1e-12
+      assert float(np.sum(plan * c)) <= (1 + 1e-2) * opt + 1e-12

@@ -37,6 +37,28 @@ def test_approximation_against_exact(rng, p):
   assert np.mean(ratios) < limit  # in practice far below the worst case
 
 
+@pytest.mark.parametrize("p", [1, 2, 5])
+def test_general_masses_against_exact(rng, p):
+  eps = 0.1
+  for t in range(30):
+    (n_a, n_b), d = ((5, 8), (10, 6))[t % 2], 1 + t % 3
+    x, y = rng.normal(size=(n_a, d)), rng.normal(size=(n_b, d)) + 0.3
+    a, b = rng.uniform(0.1, 1, n_a), rng.uniform(0.1, 1, n_b)
+    if t % 3 == 0:
+      a[0] = 0.0  # a point without mass
+    a, b = a / a.sum() * 2.0, b / b.sum() * 2.0  # total mass 2
+    res = wp_plan(x, y, p=p, eps=eps, key=jax.random.key(t), a=a, b=b)
+    plan = np.asarray(res.plan)
+    assert plan.min() >= 0
+    np.testing.assert_allclose(plan.sum(1), a, atol=1e-9)
+    np.testing.assert_allclose(plan.sum(0), b, atol=1e-9)
+    dist = np.sqrt(((x[:, None] - y[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(float(res.cost), np.sum(plan * dist ** p), rtol=1e-5)
+    opt = exact_wp(x, y, p=p, a=a, b=b)
+    assert float(res.cost) <= (4 + eps) ** p * opt * (1 + 1e-4)
+    assert float(res.cost) <= float(res.bound) * opt * (1 + 1e-4)
+
+
 def test_exact_winf_is_the_bottleneck_assignment(rng):
   for _ in range(10):
     x, y = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
@@ -64,7 +86,7 @@ def test_bad_input(rng):
       (dict(x=x, y=y, p=1, a=np.full(4, 0.25), b=np.full(4, 0.5)), "same total mass"),
       (dict(x=x, y=y, p=1, a=np.array([0.5, 0.5, 0.5, -0.5])), "finite and non-negative"),
       (dict(x=x, y=y, p=1, a=np.full(3, 1 / 3)), "a must be \\[4\\]"),
-      (dict(x=x, y=np.vstack([y, y]), p=1), "uniform masses need equal sizes"),
+      (dict(x=x, y=np.vstack([y, y]), p=math.inf), "p = inf needs uniform masses"),
       (dict(x=np.full((4, 2), np.nan), y=y, p=1), "x must be finite"),
   ]
   for kwargs, match in cases:
