@@ -105,11 +105,19 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
     raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
                        f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
   cost = float(np.mean(np.asarray(true, np.float64)[np.arange(n), assignment] ** p))
-  # OPT_d ≥ OPT_C/(4+ε/2)^p ≥ dual/(4+ε/2)^p (the auction's costs are scaled by scale^p).
-  lower = dual / n * scale ** p / (4 + eps / 2) ** p
-  bound = 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
+  bound = _factor(cost, _lower_bound(dual / n, p=p, scale=scale, eps=eps))  # masses 1/n
   return OTResult(jnp.asarray(assignment, jnp.int32), jnp.asarray(cost),
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
+
+
+def _lower_bound(dual, *, p, scale, eps):
+  """OPT_d ≥ OPT_C/(4+ε/2)^p ≥ dual/(4+ε/2)^p; the solvers' costs are d_C^p / scale^p."""
+  return dual * scale ** p / (4 + eps / 2) ** p
+
+
+def _factor(cost, lower):
+  """The certified factor cost / lower (1 for a zero cost, ∞ without a positive bound)."""
+  return 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
 
 
 def _transport_plan(d_c, true, a, b, *, p, scale, gap, eps):
@@ -118,8 +126,7 @@ def _transport_plan(d_c, true, a, b, *, p, scale, gap, eps):
     res = sinkhorn_transport((np.asarray(d_c, np.float64) / scale) ** p, a, b, rel_gap=gap)
     plan, dual = np.asarray(res.plan), float(res.dual)
   cost = float(np.sum(plan * np.asarray(true, np.float64) ** p))
-  lower = dual * scale ** p / (4 + eps / 2) ** p
-  bound = 1.0 if cost <= 0 else (cost / lower if lower > 0 else math.inf)
+  bound = _factor(cost, _lower_bound(dual, p=p, scale=scale, eps=eps))
   # The plan stays a float64 NumPy array: its marginals are exact to float64 rounding.
   return OTResult(plan, jnp.asarray(cost), jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
@@ -159,6 +166,6 @@ def _bottleneck_plan(levels, true, eps_c, d_min):
   if below is not None:
     r_below = float(radius(jnp.asarray(below), d_min=jnp.asarray(d_min), eps=eps_c))
     lower = max(lower, 2 * r_below / (4 + eps_c))
-  bound = 1.0 if cost <= 0 else min(cost / lower if lower > 0 else math.inf, 4 + eps_c)
+  bound = min(_factor(cost, lower), 4 + eps_c)
   return OTResult(jnp.asarray(match, jnp.int32), jnp.asarray(cost), jnp.asarray(cost),
                   jnp.asarray(bound))
