@@ -1,0 +1,163 @@
+"""The pieces of policy training in the coding environment: the policy transformer, a
+supervised warm start on reference solutions, the jitted RL step (group rollouts, an
+advantage estimator, clipped policy-gradient updates over minibatches) and evaluation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from iclr_jax import rl
+from iclr_jax.envs import coder, rollout
+from iclr_jax.errors import ConfigError
+from iclr_jax.recipes.ar_lm import model_functions
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train.state import TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimator:
+  """An advantage estimator and the loss settings its paper pairs it with."""
+  name: str
+  advantage: str  # 'group', 'none', 'rloo' or 'gvpo'
+  aggregation: str
+  clip_high: float
+  b: float = 0.0
+
+
+BASE_ESTIMATORS = {
+    # GRPO as TRL's default: std-normalised, per-sequence token means, symmetric clip.
+    "grpo": Estimator("grpo", "group", "seq-mean-token-mean", 0.2),
+    # Dr.GRPO: no std, constant denominator B · T.
+    "dr_grpo": Estimator("dr_grpo", "none", "dr_grpo", 0.2),
+    # RLOO / LOOP: leave-one-out baseline, no std.
+    "rloo": Estimator("rloo", "rloo", "seq-mean-token-mean", 0.2),
+    # GVPO: mean-centred outcome, failed-turn shaping, clip-higher 0.28.
+    "gvpo": Estimator("gvpo", "gvpo", "seq-mean-token-mean", 0.28),
+}
+
+
+def parse_estimator(name: str) -> Estimator:
+  """'grpo', 'dr_grpo', 'rloo', 'gvpo' (b = 0.2) or 'gvpo_b<b>' such as 'gvpo_b0.4'."""
+  base, _, b = name.partition("_b") if name.startswith("gvpo") else (name, "", "")
+  if base not in BASE_ESTIMATORS:
+    raise ConfigError(f"estimator must be one of {sorted(BASE_ESTIMATORS)} or gvpo_b<b>, got "
+                      f"{name!r}")
+  est = BASE_ESTIMATORS[base]
+  if base == "gvpo":
+    try:
+      value = float(b) if b else 0.2
+    except ValueError:
+      raise ConfigError(f"estimator {name!r}: b must be a number, as in gvpo_b0.2") from None
+    if value < 0:
+      raise ConfigError(f"estimator {name!r}: b must be >= 0, got {value}")
+    est = dataclasses.replace(est, name=name, b=value)
+  return est
+
+
+def advantages(est: Estimator, rewards: jax.Array, turn_status: jax.Array) -> jax.Array:
+  """Per-token advantages `[Q, G, T]` from rewards `[Q, G]` and turn labels `[Q, G, T]`."""
+  if est.advantage == "gvpo":
+    return rl.gvpo_advantages(rewards, turn_status, b=est.b)
+  if est.advantage == "rloo":
+    adv = rl.rloo_advantages(rewards)
+  else:
+    adv = rl.group_advantages(rewards, scale=est.advantage)
+  return jnp.broadcast_to(adv[..., None], turn_status.shape)
+
+
+def policy_functions(model_config):
+  """`(init_params(key), apply(params, tokens) -> logits)` of the policy transformer."""
+  return model_functions(model_config, len(coder.VOCAB))
+
+
+def sft_loss(apply, params, batch, key):
+  """Masked next-token NLL of the reference statements (the warm start)."""
+  del key
+  tokens, mask = batch["tokens"], batch["mask"]
+  logp = rollout.token_logprobs(apply(params, tokens), tokens)
+  nll = -rl.masked_mean(logp, mask)
+  return nll, {}
+
+
+def task_batch(tasks: coder.Tasks) -> dict[str, np.ndarray]:
+  return {"prompt": tasks.prompt, "xs": tasks.xs, "targets": tasks.targets}
+
+
+def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator, c, mesh,
+                 shardings, layout: coder.Layout):
+  """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)`: G rollouts of
+  each of the batch's Q tasks with the current policy, advantages by `est`, then
+  `c.epochs` passes of `c.minibatches` clipped policy-gradient updates (minibatches split
+  by groups, so later ones are off-policy and clipping acts)."""
+  q, g, m = c.tasks_per_step, c.group_size, c.minibatches
+  p = layout.prompt_len
+  rep = mesh_lib.replicated(mesh)
+
+  def loss_fn(params, tokens, old_logp, adv, mask):
+    logp = rollout.token_logprobs(apply(params, tokens), tokens)[:, p:]
+    return rl.policy_loss(logp, old_logp, adv, mask, clip_low=c.clip_low,
+                          clip_high=est.clip_high, aggregation=est.aggregation)
+
+  def update(carry, mb):
+    params, opt_state = carry
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *mb)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **metrics}
+    return (optax.apply_updates(params, updates), opt_state), metrics
+
+  def step(state: TrainState, first_bad, batch, key):
+    key = jax.random.fold_in(key, state.step)
+    rep_g = lambda x: jnp.repeat(x, g, axis=0)  # noqa: E731
+    ro = rollout.rollout(lambda t: apply(state.params, t), rep_g(batch["prompt"]),
+                         rep_g(batch["xs"]), rep_g(batch["targets"]), key, layout=layout,
+                         temperature=c.temperature)
+    adv = advantages(est, ro.reward.reshape(q, g), ro.turn_status[:, p:].reshape(q, g, -1))
+    mask = ro.mask[:, p:]
+    adv = adv.reshape(q * g, -1)
+    split = lambda x: x.reshape(m, q * g // m, *x.shape[1:])  # noqa: E731
+    mbs = tuple(map(split, (ro.tokens, ro.logp[:, p:], adv, mask)))
+    carry = (state.params, state.opt_state)
+    per_update = []
+    for _ in range(c.epochs):
+      carry, metrics = jax.lax.scan(update, carry, mbs)
+      per_update.append(metrics)
+    metrics = jax.tree.map(lambda *x: jnp.concatenate(x).mean(), *per_update)
+    moving = (jnp.abs(adv) * mask).reshape(q, -1).max(-1) > 0
+    metrics.update(
+        success=ro.reward.mean(),
+        turn_error_rate=ro.failed_turns.sum() / jnp.maximum(ro.num_turns.sum(), 1),
+        turns_per_episode=ro.num_turns.mean(),
+        nonzero_grad_groups=moving.mean())
+    bad_now = ~jnp.isfinite(metrics["loss"])
+    first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
+    return TrainState(state.step + 1, *carry), first_bad, metrics
+
+  return jax.jit(step, in_shardings=(shardings, rep, mesh_lib.batch_sharding(mesh), rep),
+                 out_shardings=(shardings, rep, rep), donate_argnums=(0,))
+
+
+def make_evaluator(apply, eval_sets: dict[str, coder.Tasks], key: jax.Array,
+                   layout: coder.Layout, temperature: float):
+  """`params -> metrics`: success rate and turn error rate on fixed task sets (one sampled
+  episode per task, the same key every time)."""
+  @jax.jit
+  def run(params, prompt, xs, targets):
+    ro = rollout.rollout(lambda t: apply(params, t), prompt, xs, targets, key,
+                         layout=layout, temperature=temperature)
+    return (ro.reward.mean(),
+            ro.failed_turns.sum() / jnp.maximum(ro.num_turns.sum(), 1))
+
+  def evaluate(params):
+    out = {}
+    for name, tasks in eval_sets.items():
+      success, errors = run(params, tasks.prompt, tasks.xs, tasks.targets)
+      out[f"{name}_success"], out[f"{name}_turn_error_rate"] = success, errors
+    return out
+
+  return evaluate
