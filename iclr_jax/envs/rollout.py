@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax.envs import coder
+from iclr_jax.lm.metrics import next_token_nll
 
 # logits_fn(tokens int [B, S]) -> logits float [B, S, V]
 LogitsFn = Callable[[jax.Array], jax.Array]
@@ -117,8 +118,7 @@ def rollout(logits_fn: LogitsFn, prompt: jax.Array, xs: jax.Array, targets: jax.
 def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
   """log π(t_p | t_<p) at every position `[B, S]` (position 0 gets 0) from causal logits
   `[B, S, V]` of `tokens`."""
-  logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, :-1]), tokens[:, 1:, None],
-                             axis=-1)[..., 0]
+  logp = -next_token_nll(logits[:, :-1], tokens[:, 1:])
   return jnp.concatenate([jnp.zeros_like(logp[:, :1]), logp], axis=1)
 
 

@@ -4,11 +4,12 @@ REGISTRY maps `config.experiment` to that function; `experiments/train.py` dispa
 """
 
 from iclr_jax.errors import ConfigError
-from iclr_jax.recipes import ar_lm, clear_benchmark, diffusion_lm, gvpo_coder
+from iclr_jax.recipes import ar_lm, clear_benchmark, cwpo, diffusion_lm, gvpo_coder
 
 REGISTRY = {
     "ar_lm": ar_lm.train_and_evaluate,
     "clear_benchmark": clear_benchmark.train_and_evaluate,
+    "cwpo": cwpo.train_and_evaluate,
     "duo": diffusion_lm.train_and_evaluate,
     "duo_pp": diffusion_lm.train_and_evaluate,
     "gvpo_coder": gvpo_coder.train_and_evaluate,
