@@ -20,20 +20,20 @@ def get_config(arg=None):
   c.seeds = 3
   c.variants = list(VARIANTS)
   c.task = dict(prompt_vocab=16, response_vocab=16, prompt_len=4, max_len=6, reward_rank=2,
-                temperature=0.5)
-  c.train_pairs = 2000
-  c.test_pairs = 1000
+                temperature=1.0)
+  c.train_pairs = 5000
+  c.test_pairs = 2000
   c.human_fraction = 0.2
   c.top_fraction = 0.5
-  c.annotator = dict(dim=16, hidden=64, steps=500, lr=3e-3, weight_decay=1e-2)
+  c.annotator = dict(dim=16, hidden=64, steps=500, lr=3e-3, weight_decay=1e-2, val_fraction=0.2)
   c.model = dict(d_model=64, num_layers=2, num_heads=4, mlp_ratio=4.0, norm="rms",
                  attention="softmax", tie_embeddings=True, dtype="float32")
-  c.train = dict(steps=300, batch_size=64, beta=0.1, label_noise=0.1, normalize=False,
+  c.train = dict(steps=400, batch_size=64, beta=0.1, label_noise=0.1, normalize=False,
                  optim=dict(lr=1e-3, warmup_steps=30, weight_decay=0.0, b1=0.9, b2=0.95,
                             grad_clip=1.0, min_lr_ratio=0.1))
   c.mesh = dict(data=-1, model=1)
   c.log_every = 50
-  c.checkpoint_every = 150
+  c.checkpoint_every = 200
   if arg == "smoke":
     c.seeds = 1
     c.variants = ["dpo_top_conf", "cw_ipo"]

@@ -70,24 +70,40 @@ def annotator_score(params, prompts, responses):
 
 
 def train_annotator(key, task, pairs: prefs.Pairs, c):
-  """Bradley–Terry fit (full batch, Adam) on `pairs` with their human labels."""
+  """Bradley–Terry fit (full batch, AdamW) on `pairs` with their human labels, early-stopped:
+  the last `c.val_fraction` of the pairs are held out and the parameters with the lowest
+  held-out loss are kept (an overfitted annotator is overconfident, which is what CW-PO's
+  weights must not be)."""
   params = init_annotator(key, task, dim=c.dim, hidden=c.hidden)
   opt = optax.adamw(c.lr, weight_decay=c.weight_decay)
+  n_val = int(round(c.val_fraction * len(pairs.human)))
+  if not 0 < n_val < len(pairs.human):
+    raise ConfigError(f"config.annotator.val_fraction={c.val_fraction} leaves no training or "
+                      f"no validation pairs out of {len(pairs.human)}")
   prompts = jnp.asarray(pairs.prompts)[:, None]
-  first = 1 - 2 * jnp.asarray(pairs.human)  # +1 when response 0 is preferred
+  responses = jnp.asarray(pairs.responses)
+  sign = 1 - 2 * jnp.asarray(pairs.human)  # +1 when response 0 is preferred
+  fit_part = jnp.arange(len(sign)) < len(sign) - n_val
 
-  def loss(p):
-    s = annotator_score(p, prompts, jnp.asarray(pairs.responses))
-    return -jax.nn.log_sigmoid(first * (s[:, 0] - s[:, 1])).mean()
+  def losses(p):
+    s = annotator_score(p, prompts, responses)
+    return -jax.nn.log_sigmoid(sign * (s[:, 0] - s[:, 1]))
+
+  def fit_loss(p):
+    return jnp.where(fit_part, losses(p), 0.0).sum() / fit_part.sum()
 
   @jax.jit
   def fit(params):
     def step(carry, _):
-      p, o = carry
-      g = jax.grad(loss)(p)
-      u, o = opt.update(g, o, p)
-      return (optax.apply_updates(p, u), o), None
-    return jax.lax.scan(step, (params, opt.init(params)), None, length=c.steps)[0][0]
+      p, o, best, best_loss = carry
+      u, o = opt.update(jax.grad(fit_loss)(p), o, p)
+      p = optax.apply_updates(p, u)
+      val = jnp.where(fit_part, 0.0, losses(p)).sum() / n_val
+      better = val < best_loss
+      best = jax.tree.map(lambda a, b: jnp.where(better, a, b), p, best)
+      return (p, o, best, jnp.minimum(val, best_loss)), None
+    init = (params, opt.init(params), params, jnp.asarray(jnp.inf))
+    return jax.lax.scan(step, init, None, length=c.steps)[0][2]
 
   return fit(params)
 
