@@ -113,14 +113,14 @@ def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator,
 
   def step(state: TrainState, first_bad, batch, key):
     key = jax.random.fold_in(key, state.step)
-    rep_g = lambda x: jnp.repeat(x, g, axis=0)  # noqa: E731
+    rep_g = lambda x: jnp.repeat(x, g, axis=0)
     ro = rollout.rollout(lambda t: apply(state.params, t), rep_g(batch["prompt"]),
                          rep_g(batch["xs"]), rep_g(batch["targets"]), key, layout=layout,
                          temperature=c.temperature)
     adv = advantages(est, ro.reward.reshape(q, g), ro.turn_status[:, p:].reshape(q, g, -1))
     mask = ro.mask[:, p:]
     adv = adv.reshape(q * g, -1)
-    split = lambda x: x.reshape(m, q * g // m, *x.shape[1:])  # noqa: E731
+    split = lambda x: x.reshape(m, q * g // m, *x.shape[1:])
     mbs = tuple(map(split, (ro.tokens, ro.logp[:, p:], adv, mask)))
     carry = (state.params, state.opt_state)
     per_update = []

@@ -157,7 +157,7 @@ class SeedData:
     self.weak_idx = np.arange(n_human, config.train_pairs)
     ann = train_annotator(jax.random.key(seed), self.task,
                           _subset(self.train, self.human_idx), config.annotator)
-    score = lambda p: np.asarray(annotator_score(  # noqa: E731
+    score = lambda p: np.asarray(annotator_score(
         ann, jnp.asarray(p.prompts)[:, None], jnp.asarray(p.responses)))
     s = score(self.train)
     self.weak_label = (s[:, 1] > s[:, 0]).astype(np.int64)
@@ -221,7 +221,7 @@ def train_variant(config, workdir, data: SeedData, variant, seed, mesh, init_par
   weight = conf if weighted else np.ones(len(idx))
   tok, mask, ref = data.tokens["train"]
   rows = np.arange(len(idx))
-  pick = lambda a, which: a[idx][rows, which]  # noqa: E731
+  pick = lambda a, which: a[idx][rows, which]
   arrays = {"chosen": pick(tok, chosen), "rejected": pick(tok, 1 - chosen),
             "chosen_mask": pick(mask, chosen), "rejected_mask": pick(mask, 1 - chosen),
             "ref_chosen": pick(ref, chosen), "ref_rejected": pick(ref, 1 - chosen),
@@ -241,7 +241,7 @@ def train_variant(config, workdir, data: SeedData, variant, seed, mesh, init_par
       train_step=step, batch_fn=batch_fn, key=jax.random.key(seed), total_steps=c.steps,
       log_every=config.log_every, checkpoint_every=config.checkpoint_every)
   t_tok, t_mask, t_ref = data.tokens["test"]
-  flat = lambda a: jnp.asarray(a.reshape(-1, a.shape[-1]))  # noqa: E731
+  flat = lambda a: jnp.asarray(a.reshape(-1, a.shape[-1]))
   logps = np.asarray(jax.jit(sequence_logps, static_argnums=0)(
       apply, state.params, flat(t_tok), flat(t_mask))).reshape(-1, 2)
   scores = implicit_reward(kind, logps, t_ref, t_mask.sum(-1))

@@ -113,6 +113,17 @@ class RLRunner:
     return rows
 
 
+def run_curves(run_dir):
+  """The evaluation and training rows of a run from its metrics.jsonl (complete across
+  restarts; a step evaluated twice keeps its last row)."""
+  rows = read_metrics(run_dir)
+  curve = {r["step"]: {k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
+           for r in rows if "eval_heldout_success" in r}
+  train = [{k: r[k] for k in ("step", "success", "turn_error_rate", "nonzero_grad_groups")}
+           for r in rows if "success" in r]
+  return {"curve": [curve[s] for s in sorted(curve)], "train_curve": train}
+
+
 def _done_runs(path):
   if not os.path.exists(path):
     return {}
@@ -147,14 +158,11 @@ def train_and_evaluate(config, workdir: str):
         continue
       t1 = time.time()
       run_dir = os.path.join(workdir, "runs", f"{est.name}_s{seed}")
-      rows = runner.run(run_dir, est, seed)
-      train_rows = read_metrics(run_dir)
+      runner.run(run_dir, est, seed)
       result = {"estimator": est.name, "seed": seed, "seconds": time.time() - t1,
-                **{k.removeprefix("eval_"): v for k, v in rows[-1].items() if k != "step"},
-                "curve": rows, "train_curve": [
-                    {k: row[k] for k in ("step", "success", "turn_error_rate",
-                                         "nonzero_grad_groups") if k in row}
-                    for row in train_rows if "success" in row]}
+                **run_curves(run_dir)}
+      result.update({k.removeprefix("eval_"): v for k, v in result["curve"][-1].items()
+                     if k != "step"})
       with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(result) + "\n")
       done[(est.name, seed)] = result
@@ -180,8 +188,9 @@ def aggregate(results, warm, config):
     for m in TABLE_METRICS:
       vals = np.array([r[m] for r in rs], float)
       row[m], row[m + "_std"] = float(vals.mean()), float(vals.std())
-    nz = [np.mean([t["nonzero_grad_groups"] for t in r["train_curve"]]) for r in rs]
-    row["nonzero_grad_groups"] = float(np.mean(nz))
+    for m in ("nonzero_grad_groups", "turn_error_rate"):  # means over training rollouts
+      row[f"rollout_{m}"] = float(np.mean([np.mean([t[m] for t in r["train_curve"]])
+                                           for r in rs]))
     rows.append(row)
   r = config.rl
   return {"warm_start": warm, "rows": rows,
@@ -194,13 +203,16 @@ def markdown_table(table) -> str:
            f"{table['rollouts_per_run']} rollouts per run",
            "",
            "| estimator | seeds | held-out success | train-family success | "
-           "turn error rate (held-out) | groups with gradient |",
-           "|---|--:|--:|--:|--:|--:|"]
+           "failed turns (held-out) | failed turns (training) | groups with gradient |",
+           "|---|--:|--:|--:|--:|--:|--:|"]
+  def pm(row, m):
+    return f"{row[m]:.3f} ± {row[m + '_std']:.3f}"
+
   for row in table["rows"]:
-    pm = lambda m: f"{row[m]:.3f} ± {row[m + '_std']:.3f}"  # noqa: E731
-    lines.append(f"| {row['estimator']} | {row['seeds']} | {pm('heldout_success')} | "
-                 f"{pm('train_success')} | {pm('heldout_turn_error_rate')} | "
-                 f"{row['nonzero_grad_groups']:.2f} |")
+    lines.append(f"| {row['estimator']} | {row['seeds']} | {pm(row, 'heldout_success')} | "
+                 f"{pm(row, 'train_success')} | {pm(row, 'heldout_turn_error_rate')} | "
+                 f"{row['rollout_turn_error_rate']:.3f} | "
+                 f"{row['rollout_nonzero_grad_groups']:.2f} |")
   return "\n".join(lines)
 
 

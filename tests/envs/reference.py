@@ -27,7 +27,7 @@ class Episode:
     if ";" not in words:
       return None
     words = words[:words.index(";") + 1]
-    operand = lambda w: w == "x" or w in VARS or (w.isdigit() and len(w) == 1)  # noqa: E731
+    operand = lambda w: w == "x" or w in VARS or (w.isdigit() and len(w) == 1)
     if len(words) == 3 and words[0] == "ret" and operand(words[1]):
       return ("ret", words[1])
     if len(words) in (4, 6) and words[0] in VARS and words[1] == "=" and operand(words[2]):

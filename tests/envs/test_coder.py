@@ -92,7 +92,7 @@ def test_tasks_and_split(rng):
   # Distinct test inputs, targets = f(xs).
   assert all(len(set(x)) == len(x) for x in tasks.xs.tolist())
   tree = ("*", ("+", "x", 3), ("-", "x", 2))
-  assert coder.expression_tokens(tree) == "( ( x + 3 ) * ( x - 2 ) )".split()
+  assert coder.expression_tokens(tree) == ["(", "(", "x", "+", "3", ")", "*", "(", "x", "-", "2", ")", ")"]
   assert [" ".join(s) for s in coder.compile_tree(tree)] == [
       "a = x + 3 ;", "b = x - 2 ;", "c = a * b ;", "ret c ;"]
   assert coder.evaluate(("/", 7, ("-", "x", 2)), 2) is None

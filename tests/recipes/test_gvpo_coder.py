@@ -24,15 +24,18 @@ def _config():
 
 def test_smoke_run_and_resume(tmp_path):
   c = _config()
+  c.seeds = 2  # one estimator, two seeds: the step compiles once
+  c.estimators = "gvpo_b0.2"
   final = gvpo_coder.train_and_evaluate(c, str(tmp_path))
   lines = (tmp_path / "results.jsonl").read_text().splitlines()
-  assert [json.loads(x)["estimator"] for x in lines] == ["grpo", "gvpo_b0.2"]
+  assert [(json.loads(x)["estimator"], json.loads(x)["seed"]) for x in lines] == [
+      ("gvpo_b0.2", 0), ("gvpo_b0.2", 1)]
   table = json.loads((tmp_path / "table.json").read_text())
   assert table["rollouts_per_run"] == c.rl.steps * c.rl.tasks_per_step * c.rl.group_size
   for row in table["rows"]:
     assert final[f"{row['estimator']}/heldout_success"] == row["heldout_success"]
-    assert 0 <= row["nonzero_grad_groups"] <= 1
-  run = [json.loads(x) for x in (tmp_path / "runs" / "gvpo_b0.2_s0" / "metrics.jsonl")
+    assert 0 <= row["rollout_nonzero_grad_groups"] <= 1
+  run = [json.loads(x) for x in (tmp_path / "runs" / "gvpo_b0.2_s1" / "metrics.jsonl")
          .read_text().splitlines()]
   steps = [r["step"] for r in run if "success" in r]
   assert steps == list(range(1, c.rl.steps + 1))
