@@ -1,5 +1,6 @@
 """Exact references: W_p^p by POT's network simplex (`ot.emd2`, the test extra) and W_∞ by
-binary search over the sorted distances with Hopcroft–Karp feasibility (SciPy)."""
+binary search over the sorted distances with Hopcroft–Karp feasibility (uniform masses on
+equal sizes) or transportation-LP feasibility (general masses), both SciPy."""
 
 from __future__ import annotations
 
@@ -22,10 +23,17 @@ def exact_wp(x, y, *, p: float, a=None, b=None) -> float:
   return float(ot.emd2(a, b, d ** p, numItermax=10_000_000))
 
 
-def exact_winf(x, y) -> float:
-  """W_∞ for uniform masses on equal-size sets: the bottleneck assignment value."""
-  from iclr_jax.ot.solver import bottleneck_threshold  # pylint: disable=import-outside-toplevel
+def exact_winf(x, y, *, a=None, b=None) -> float:
+  """W_∞: the smallest t such that some plan with marginals a, b uses only pairs with
+  d ≤ t (the bottleneck assignment value for uniform masses on equal sizes)."""
+  # pylint: disable=import-outside-toplevel
+  from iclr_jax.ot.solver import bottleneck_threshold, feasible_transport
   d = _distances(x, y)
-  if d.shape[0] != d.shape[1]:
-    raise ValueError(f"exact_winf needs equal sizes, got {d.shape}")
-  return float(bottleneck_threshold(d)[0])
+  if a is None and b is None:
+    if d.shape[0] != d.shape[1]:
+      raise ValueError(f"exact_winf needs equal sizes for uniform masses, got {d.shape}")
+    return float(bottleneck_threshold(d)[0])
+  a = np.full(d.shape[0], 1 / d.shape[0]) if a is None else np.asarray(a, np.float64)
+  b = np.full(d.shape[1], 1 / d.shape[1]) if b is None else np.asarray(b, np.float64)
+  d = np.where((a[:, None] == 0) | (b[None, :] == 0), 0.0, d)  # massless: never binding
+  return float(bottleneck_threshold(d, lambda ok: feasible_transport(ok, a, b))[0])

@@ -12,7 +12,10 @@ Masses: uniform on equal-size point sets is the assignment case (`plan` is the i
 σ: [n] → [n], π(i, σ(i)) = 1/n), solved by the auction. Any other masses (finite p) go to
 log-domain Sinkhorn on d_C^p with decreasing regularisation, rounded onto the exact marginals
 and stopped by the same certified gap (`plan` is dense [n_a, n_b]). p = ∞ with general masses
-needs a max-flow feasibility check and is not implemented yet (a ValueError says so).
+uses the same binary search with a transportation feasibility check instead of a matching:
+is there a plan with the given marginals supported on the threshold graph? That is a
+max-flow problem with real capacities, solved as a linear program by HiGHS (SciPy); its
+vertex solution is the plan (dense [n_a, n_b]).
 """
 
 from __future__ import annotations
@@ -82,14 +85,13 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   check_eps(eps)
   _check_p(p)
   a, b, assignment_case = _check_masses(a, b, x.shape[0], y.shape[0])
-  if p == math.inf and not assignment_case:
-    raise ValueError("p = inf needs uniform masses on equal-size sets so far (general masses "
-                     "need a max-flow feasibility check, not implemented yet)")
   levels, d_min, dist = cluster_levels(x, y, eps=eps / 2, key=key)
   n = x.shape[0]
   true = dist[:n, n:]
   if p == math.inf:
-    return _bottleneck_plan(levels, true, eps / 2, d_min)
+    if assignment_case:
+      return _bottleneck_plan(levels, true, eps / 2, d_min)
+    return _bottleneck_transport(levels, true, a, b, eps / 2, d_min)
   d_c = 2.0 * radius(levels, d_min=d_min, eps=eps / 2)
   scale = float(jnp.maximum(jnp.max(d_c), 1e-30))
   gap = ((4 + eps) / (4 + eps / 2)) ** p - 1
@@ -139,21 +141,74 @@ def _perfect_matching(allowed: np.ndarray):
   return match if np.all(match >= 0) else None
 
 
-def bottleneck_threshold(values: np.ndarray):
-  """(smallest value t with a perfect matching in {values ≤ t}, that matching, the largest
-  infeasible value below t or None), by binary search over the distinct values."""
+def feasible_transport(allowed: np.ndarray, a: np.ndarray, b: np.ndarray):
+  """A plan [n_a, n_b] with marginals a, b supported on `allowed` (bool), or None.
+
+  The transportation feasibility LP (a max-flow with real capacities), solved by HiGHS'
+  simplex; entries below 1e-13 of the total mass (round-off of the basic solution) are
+  dropped.
+  """
+  from scipy import sparse  # pylint: disable=import-outside-toplevel
+  from scipy.optimize import linprog  # pylint: disable=import-outside-toplevel
+  rows, cols = np.nonzero(allowed)
+  n_a, n_b = allowed.shape
+  k = np.arange(len(rows))
+  eq = sparse.csr_matrix((np.ones(2 * len(rows)), (np.concatenate([rows, n_a + cols]),
+                                                    np.concatenate([k, k]))),
+                         shape=(n_a + n_b, len(rows)))
+  res = linprog(np.zeros(len(rows)), A_eq=eq, b_eq=np.concatenate([a, b]), bounds=(0, None),
+                method="highs-ds")
+  if res.status != 0:
+    return None
+  plan = np.zeros((n_a, n_b))
+  plan[rows, cols] = np.where(res.x > 1e-13 * a.sum(), res.x, 0.0)
+  return plan
+
+
+def bottleneck_threshold(values: np.ndarray, feasible=None):
+  """(smallest value t whose threshold graph {values ≤ t} is feasible, its solution, the
+  largest infeasible value below t or None), by binary search over the distinct values.
+
+  `feasible(allowed) -> solution or None` defaults to a perfect matching."""
+  feasible = feasible or _perfect_matching
   distinct = np.unique(values)
   lo, hi = 0, len(distinct) - 1  # distinct[hi] is always feasible (complete graph)
-  best = _perfect_matching(values <= distinct[hi])
+  best = feasible(values <= distinct[hi])
   while lo < hi:
     mid = (lo + hi) // 2
-    match = _perfect_matching(values <= distinct[mid])
-    if match is None:
+    found = feasible(values <= distinct[mid])
+    if found is None:
       lo = mid + 1
     else:
-      hi, best = mid, match
+      hi, best = mid, found
   below = distinct[lo - 1] if lo > 0 else None
   return distinct[lo], best, below
+
+
+def _bottleneck_lower(lower, below, d_min, eps_c):
+  """Adds the certificate of the infeasible threshold: a feasible plan uses a pair with
+  d_C > 2·r_below, whose d exceeds 2·r_below/(4+ε)."""
+  if below is not None:
+    r_below = float(radius(jnp.asarray(below), d_min=jnp.asarray(d_min), eps=eps_c))
+    lower = max(lower, 2 * r_below / (4 + eps_c))
+  return lower
+
+
+def _bottleneck_transport(levels, true, a, b, eps_c, d_min):
+  """p = ∞ with general masses: binary search with transportation feasibility."""
+  levels, true = np.asarray(levels), np.asarray(true, np.float64)
+  # Massless points need no partner: they are always allowed (and carry no plan mass).
+  free = (a[:, None] == 0) | (b[None, :] == 0)
+  _, plan, below = bottleneck_threshold(
+      np.where(free, levels.min(), levels),
+      lambda allowed: feasible_transport(allowed, a, b))
+  cost = float(true[plan > 0].max())
+  # Every point with mass ships it to some partner with mass at least its nearest one away.
+  near = true[np.ix_(a > 0, b > 0)]
+  lower = _bottleneck_lower(max(near.min(axis=1).max(), near.min(axis=0).max()), below,
+                            d_min, eps_c)
+  bound = min(_factor(cost, lower), 4 + eps_c)
+  return OTResult(plan, jnp.asarray(cost), jnp.asarray(cost), jnp.asarray(bound))
 
 
 def _bottleneck_plan(levels, true, eps_c, d_min):
@@ -162,10 +217,8 @@ def _bottleneck_plan(levels, true, eps_c, d_min):
   cost = float(true[np.arange(len(match)), match].max())
   # Lower bounds on W_∞: every point reaches its nearest partner at least; and every perfect
   # matching uses a pair with d_C > 2·r_below, whose d exceeds 2·r_below/(4+ε).
-  lower = max(true.min(axis=1).max(), true.min(axis=0).max())
-  if below is not None:
-    r_below = float(radius(jnp.asarray(below), d_min=jnp.asarray(d_min), eps=eps_c))
-    lower = max(lower, 2 * r_below / (4 + eps_c))
+  lower = _bottleneck_lower(max(true.min(axis=1).max(), true.min(axis=0).max()), below,
+                            d_min, eps_c)
   bound = min(_factor(cost, lower), 4 + eps_c)
   return OTResult(jnp.asarray(match, jnp.int32), jnp.asarray(cost), jnp.asarray(cost),
                   jnp.asarray(bound))

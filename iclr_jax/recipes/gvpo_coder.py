@@ -173,7 +173,7 @@ def train_and_evaluate(config, workdir: str):
   loop.write_json(workdir, "table.json", table)
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(markdown_table(table) + "\n")
-  plot_curves(results, os.path.join(workdir, "curves.png"), config)
+  plot_curves(results, warm, os.path.join(workdir, "curves.png"), config)
   logging.info("total %.0f s\n%s", time.time() - t0, markdown_table(table))
   return {f"{row['estimator']}/heldout_success": row["heldout_success"]
           for row in table["rows"]}
@@ -216,8 +216,9 @@ def markdown_table(table) -> str:
   return "\n".join(lines)
 
 
-def plot_curves(results, path, config):
-  """Held-out success and per-turn error rate vs rollouts, mean over seeds per estimator."""
+def plot_curves(results, warm, path, config):
+  """Held-out and train-family success (from the warm start on) and the failed-turn rate of
+  training rollouts vs rollouts, means over seeds per estimator."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -225,10 +226,10 @@ def plot_curves(results, path, config):
   fig, axes = plt.subplots(1, 3, figsize=(15, 4))
   for name in dict.fromkeys(r["estimator"] for r in results):
     rs = [r for r in results if r["estimator"] == name]
-    steps = [row["step"] for row in rs[0]["curve"]]
-    for ax, key in zip(axes[:2], ("eval_heldout_success", "eval_train_success")):
-      ax.plot(np.array(steps) * per_step,
-              np.mean([[row[key] for row in r["curve"]] for r in rs], 0), label=name)
+    steps = [0] + [row["step"] for row in rs[0]["curve"]]
+    for ax, key in zip(axes[:2], ("heldout_success", "train_success")):
+      ys = np.mean([[row[f"eval_{key}"] for row in r["curve"]] for r in rs], 0)
+      ax.plot(np.array(steps) * per_step, [warm[key], *ys], label=name)
     tsteps = [t["step"] for t in rs[0]["train_curve"]]
     axes[2].plot(np.array(tsteps) * per_step,
                  np.mean([[t["turn_error_rate"] for t in r["train_curve"]] for r in rs], 0),
