@@ -167,14 +167,26 @@ def feasible_transport(allowed: np.ndarray, a: np.ndarray, b: np.ndarray):
 
 def bottleneck_threshold(values: np.ndarray, feasible=None):
   """(smallest value t whose threshold graph {values ≤ t} is feasible, its solution, the
-  largest infeasible value below t or None), by binary search over the distinct values.
+  largest infeasible value below t or None).
 
-  `feasible(allowed) -> solution or None` defaults to a perfect matching."""
+  `feasible(allowed) -> solution or None` defaults to a perfect matching. The search starts
+  at a necessary condition (every row and every column needs an allowed pair, so t is at
+  least the largest row or column minimum), gallops upward and bisects the last bracket:
+  the graphs it checks stay near the answer, where they are sparse, instead of starting from
+  the complete graph.
+  """
   feasible = feasible or _perfect_matching
   distinct = np.unique(values)
-  lo, hi = 0, len(distinct) - 1  # distinct[hi] is always feasible (complete graph)
-  best = feasible(values <= distinct[hi])
-  while lo < hi:
+  need = max(values.min(axis=1).max(), values.min(axis=0).max())
+  lo = int(np.searchsorted(distinct, need))  # every index below lo is infeasible
+  top = len(distinct) - 1  # always feasible (the complete graph)
+  step, hi, best = 1, lo, feasible(values <= distinct[lo])
+  while best is None:
+    lo = hi + 1
+    hi = min(hi + step, top)
+    step *= 2
+    best = feasible(values <= distinct[hi])
+  while lo < hi:  # distinct[hi] is feasible, every index below lo is not
     mid = (lo + hi) // 2
     found = feasible(values <= distinct[mid])
     if found is None:
