@@ -234,7 +234,7 @@ def train_variant(config, workdir, data: SeedData, variant, seed, mesh, init_par
 
   def batch_fn(i):
     take = np.random.default_rng([seed, 11, i]).integers(0, len(idx), c.batch_size)
-    return mesh_lib.global_batch({k: v[take] for k, v in arrays.items()}, mesh)
+    return mesh_lib.global_batch_from_full({k: v[take] for k, v in arrays.items()}, mesh)
 
   state, _ = loop.train_loop(
       workdir=workdir, init_state=factory.init, restore_target=factory.abstract,

@@ -68,8 +68,8 @@ def warm_start(config, workdir, mesh, layout, init_params, apply):
 
   def batch_fn(i):
     tokens, mask = sft_batch(_tasks(10_000 + config.seed, i, ws.batch_size, layout))
-    return mesh_lib.global_batch({"tokens": np.asarray(tokens), "mask": np.asarray(mask)},
-                                 mesh)
+    return mesh_lib.global_batch_from_full(
+        {"tokens": np.asarray(tokens), "mask": np.asarray(mask)}, mesh)
 
   state, _ = loop.train_loop(
       workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
@@ -102,7 +102,7 @@ class RLRunner:
     c, r = self.config, self.config.rl
 
     def batch_fn(i):
-      return mesh_lib.global_batch(coder_policy.task_batch(
+      return mesh_lib.global_batch_from_full(coder_policy.task_batch(
           _tasks(seed, i, r.tasks_per_step, self.layout)), self.mesh)
 
     _, rows = loop.train_loop(

@@ -115,6 +115,13 @@ def global_batch(local: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, jax.A
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
 
 
+def global_batch_from_full(full: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+  """Like `global_batch` when every process generated the same full global batch (a pure
+  function of the step): each process contributes its contiguous block of rows."""
+  count, index = jax.process_count(), jax.process_index()
+  return global_batch({k: np.array_split(v, count)[index] for k, v in full.items()}, mesh)
+
+
 def maybe_initialize_distributed(force: bool = False) -> bool:
   """Calls `jax.distributed.initialize()` on a multi-host launch.
 

@@ -1,6 +1,5 @@
 """Smoke run of the AR LM recipe in-process (8 fake devices, data-parallel)."""
 
-import importlib.util
 import json
 import os
 
@@ -10,14 +9,12 @@ import pytest
 from iclr_jax.recipes import ar_lm
 from iclr_jax.train import sweep as sweep_lib
 from iclr_jax.train.metrics import read_metrics
+from tests.recipes import config_files
 
 
 def config_module(repo_root, name="ar_lm"):
-  spec = importlib.util.spec_from_file_location(f"{name}_cfg", os.path.join(
-      repo_root, "configs", f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  del repo_root  # the configs of this checkout
+  return config_files.config_module(name)
 
 
 def load_config(repo_root, arg="smoke"):

@@ -1,7 +1,6 @@
 """The CLEAR benchmark recipe: every method is calibrated (coverage ≥ 1 − α on its own
 calibration set), the summary is recomputed from the table, a finished unit is not rerun."""
 
-import importlib.util
 import json
 import os
 
@@ -10,13 +9,11 @@ import pytest
 
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import clear_benchmark
+from tests.recipes.config_files import smoke_config
 
 
 def _config(**changes):
-  spec = importlib.util.spec_from_file_location("cb", "configs/clear_benchmark.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  c = module.get_config("smoke")
+  c = smoke_config("clear_benchmark")
   c.datasets = ["energy_efficiency"]
   for k, v in changes.items():
     c[k] = v

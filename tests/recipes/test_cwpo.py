@@ -2,7 +2,6 @@
 right, the annotator's confidences select its most reliable labels, and a smoke run writes
 its table and resumes without rerunning."""
 
-import importlib.util
 import json
 import types
 
@@ -14,14 +13,12 @@ import pytest
 from iclr_jax import rl
 from iclr_jax.datasets import preferences as prefs
 from iclr_jax.errors import ConfigError
+from tests.recipes.config_files import smoke_config
 from iclr_jax.recipes import cwpo
 
 
 def _config():
-  spec = importlib.util.spec_from_file_location("cw", "configs/cwpo.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config("smoke")
+  return smoke_config("cwpo")
 
 
 def test_bradley_terry_labels(rng):

@@ -1,7 +1,6 @@
 """The GVPO coder recipe: a smoke run writes its table and curves and resumes without
 rerunning; the RL step on 4 devices equals the 1-device step; bad estimators are errors."""
 
-import importlib.util
 import json
 
 import jax
@@ -10,16 +9,14 @@ import pytest
 
 from iclr_jax.envs import coder
 from iclr_jax.errors import ConfigError
+from tests.recipes.config_files import smoke_config
 from iclr_jax.recipes import coder_policy, gvpo_coder
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
 
 
 def _config():
-  spec = importlib.util.spec_from_file_location("gc", "configs/gvpo_coder.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config("smoke")
+  return smoke_config("gvpo_coder")
 
 
 def test_smoke_run_and_resume(tmp_path):

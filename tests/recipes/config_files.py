@@ -1,0 +1,18 @@
+"""Loads `configs/<name>.py` the way `--config=configs/<name>.py` does (a file, not a module)."""
+
+import importlib.util
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def config_module(name: str):
+  spec = importlib.util.spec_from_file_location(
+      f"{name}_cfg", os.path.join(REPO, "configs", f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def smoke_config(name: str):
+  return config_module(name).get_config("smoke")
