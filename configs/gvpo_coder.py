@@ -36,7 +36,7 @@ def get_config(arg=None):
                          grad_clip=1.0, min_lr_ratio=1.0))
   c.eval = dict(tasks=256, every=20)
   c.mesh = dict(data=-1, model=1)
-  c.log_every = 5
+  c.log_every = 1  # per-step training metrics (success, failed turns, groups with gradient)
   c.checkpoint_every = 20
   if arg == "smoke":
     c.estimators = "grpo,gvpo_b0.2"
