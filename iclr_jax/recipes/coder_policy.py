@@ -100,7 +100,9 @@ def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator,
   rep = mesh_lib.replicated(mesh)
 
   def loss_fn(params, tokens, old_logp, adv, mask):
-    logp = rollout.token_logprobs(apply(params, tokens), tokens)[:, p:]
+    # The sampling distribution's temperature, as TRL does, so that ratios start at 1.
+    logits = apply(params, tokens) / c.temperature
+    logp = rollout.token_logprobs(logits, tokens)[:, p:]
     return rl.policy_loss(logp, old_logp, adv, mask, clip_low=c.clip_low,
                           clip_high=est.clip_high, aggregation=est.aggregation)
 
