@@ -98,19 +98,19 @@ class RLRunner:
     return self._steps[est.name]
 
   def run(self, workdir, est, seed):
-    """One run (resumed from its checkpoint if there is one); returns its evaluation rows."""
+    """One run (resumed from its checkpoint if there is one); its rows go to
+    `<workdir>/metrics.jsonl` (see `run_curves`)."""
     c, r = self.config, self.config.rl
 
     def batch_fn(i):
       return mesh_lib.global_batch_from_full(coder_policy.task_batch(
           _tasks(seed, i, r.tasks_per_step, self.layout)), self.mesh)
 
-    _, rows = loop.train_loop(
+    loop.train_loop(
         workdir=workdir, init_state=self.factory.init, restore_target=self.factory.abstract,
         train_step=self.step(est), batch_fn=batch_fn, key=jax.random.key(seed),
         total_steps=r.steps, log_every=c.log_every, checkpoint_every=c.checkpoint_every,
         eval_every=c.eval.every, eval_fn=lambda s: self.evaluate(s.params))
-    return rows
 
 
 def run_curves(run_dir):
