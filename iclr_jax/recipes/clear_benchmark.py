@@ -19,7 +19,6 @@ niw.png.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import time
 
@@ -30,6 +29,7 @@ from absl import logging
 from iclr_jax.datasets.regression import load_regression, split_indices
 from iclr_jax.errors import ConfigError
 from iclr_jax.train.loop import write_json
+from iclr_jax.train.metrics import append_jsonl, read_jsonl
 from iclr_jax.uq import baselines, estimators, tabular
 from iclr_jax.uq.clear import calibrate_clear, clear_interval
 from iclr_jax.uq.metrics import coverage_by_bin, interval_metrics
@@ -136,10 +136,7 @@ def _run_unit(config, data, name, seed, family):
 
 
 def _done_units(path):
-  if not os.path.exists(path):
-    return set(), []
-  with open(path, encoding="utf-8") as f:
-    rows = [json.loads(line) for line in f if line.strip()]
+  rows = read_jsonl(path)
   return {(r["dataset"], r["seed"], r["family"]) for r in rows}, rows
 
 
@@ -167,8 +164,7 @@ def train_and_evaluate(config, workdir: str):
     for seed, family in todo:
       t0 = time.time()
       new = _run_unit(config, data, name, int(seed), family)
-      with open(path, "a", encoding="utf-8") as f:  # one unit at a time: resumable
-        f.writelines(json.dumps(r) + "\n" for r in new)
+      append_jsonl(path, new)  # one unit at a time: resumable
       rows += new
       logging.info("%s seed %d %s: %.1f s; %s", name, seed, family, time.time() - t0,
                    ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"

@@ -19,7 +19,6 @@ on a restart), table.json / table.md (mean ± std over seeds) and accuracy.png.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -37,6 +36,7 @@ from iclr_jax.recipes.ar_lm import model_functions
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
+from iclr_jax.train.metrics import append_jsonl, read_jsonl
 
 VARIANTS = {  # name -> (labels, loss, weighted)
     "dpo_human_all": ("human_all", "dpo", False),
@@ -257,10 +257,7 @@ def train_and_evaluate(config, workdir: str):
   task = prefs.PreferenceTask(**config.task)
   init_params, apply = model_functions(config.model, task.vocab_size)
   path = os.path.join(workdir, "results.jsonl")
-  done = {}
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      done = {(r["variant"], r["seed"]): r for r in map(json.loads, f) if r}
+  done = {(r["variant"], r["seed"]): r for r in read_jsonl(path)}
   t0 = time.time()
   for seed in range(config.seeds):
     todo = [v for v in config.variants if (v, seed) not in done]
@@ -278,8 +275,7 @@ def train_and_evaluate(config, workdir: str):
                           variant, seed, mesh, init_params, apply)
       row = {"variant": variant, "seed": seed, "seconds": time.time() - t1,
              "annotator_test_accuracy": data.annotator_test_accuracy, **out}
-      with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+      append_jsonl(path, [row])
       done[(variant, seed)] = row
       logging.info("%s seed %d: gold accuracy %.3f (%.0f s)", variant, seed,
                    row["gold_accuracy"], row["seconds"])

@@ -12,7 +12,6 @@ runs are skipped on a restart), table.json / table.md (mean ± std over seeds) a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -27,7 +26,7 @@ from iclr_jax.recipes import coder_policy
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
-from iclr_jax.train.metrics import read_metrics
+from iclr_jax.train.metrics import append_jsonl, read_jsonl, read_metrics
 
 TABLE_METRICS = ("heldout_success", "train_success", "heldout_turn_error_rate",
                  "train_turn_error_rate")
@@ -124,14 +123,6 @@ def run_curves(run_dir):
   return {"curve": [curve[s] for s in sorted(curve)], "train_curve": train}
 
 
-def _done_runs(path):
-  if not os.path.exists(path):
-    return {}
-  with open(path, encoding="utf-8") as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-  return {(r["estimator"], r["seed"]): r for r in rows}
-
-
 def train_and_evaluate(config, workdir: str):
   mesh = mesh_lib.make_mesh(config.mesh)
   estimators = _estimators(config)
@@ -150,7 +141,7 @@ def train_and_evaluate(config, workdir: str):
   warm = {k: float(v) for k, v in evaluate(params).items()}
   logging.info("warm start (%.0f s): %s", time.time() - t0, warm)
   path = os.path.join(workdir, "results.jsonl")
-  done = _done_runs(path)
+  done = {(r["estimator"], r["seed"]): r for r in read_jsonl(path)}
   runner = RLRunner(config, params, mesh, layout, apply, evaluate)
   for est in estimators:
     for seed in range(config.seeds):
@@ -163,8 +154,7 @@ def train_and_evaluate(config, workdir: str):
                 **run_curves(run_dir)}
       result.update({k.removeprefix("eval_"): v for k, v in result["curve"][-1].items()
                      if k != "step"})
-      with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(result) + "\n")
+      append_jsonl(path, [result])
       done[(est.name, seed)] = result
       logging.info("%s seed %d: %.0f s, held-out success %.3f", est.name, seed,
                    result["seconds"], result["heldout_success"])

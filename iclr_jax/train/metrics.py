@@ -34,13 +34,25 @@ def _json_float(v: Any) -> Any:
   return v
 
 
-def read_metrics(workdir: str) -> list[dict[str, Any]]:
-  """All rows of `<workdir>/metrics.jsonl` (empty list if absent)."""
-  path = os.path.join(workdir, METRICS_FILE)
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+  """All rows of a JSON-lines file (empty list if absent; blank lines skipped)."""
   if not os.path.exists(path):
     return []
-  with open(path) as f:
+  with open(path, encoding="utf-8") as f:
     return [json.loads(line) for line in f if line.strip()]
+
+
+def append_jsonl(path: str, rows: list[Mapping[str, Any]]) -> None:
+  """Appends rows to a JSON-lines file (process 0 only): the record a resumable sweep of
+  runs reads back with `read_jsonl` to skip what is finished."""
+  if jax.process_index() == 0:
+    with open(path, "a", encoding="utf-8") as f:
+      f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def read_metrics(workdir: str) -> list[dict[str, Any]]:
+  """All rows of `<workdir>/metrics.jsonl` (empty list if absent)."""
+  return read_jsonl(os.path.join(workdir, METRICS_FILE))
 
 
 class MetricsWriter:
