@@ -27,7 +27,7 @@ def exact_winf(x, y, *, a=None, b=None) -> float:
   """W_∞: the smallest t such that some plan with marginals a, b uses only pairs with
   d ≤ t (the bottleneck assignment value for uniform masses on equal sizes)."""
   # pylint: disable=import-outside-toplevel
-  from iclr_jax.ot.solver import bottleneck_threshold, feasible_transport
+  from iclr_jax.ot.solver import bottleneck_threshold, transport_threshold
   d = _distances(x, y)
   if a is None and b is None:
     if d.shape[0] != d.shape[1]:
@@ -35,5 +35,4 @@ def exact_winf(x, y, *, a=None, b=None) -> float:
     return float(bottleneck_threshold(d)[0])
   a = np.full(d.shape[0], 1 / d.shape[0]) if a is None else np.asarray(a, np.float64)
   b = np.full(d.shape[1], 1 / d.shape[1]) if b is None else np.asarray(b, np.float64)
-  d = np.where((a[:, None] == 0) | (b[None, :] == 0), 0.0, d)  # massless: never binding
-  return float(bottleneck_threshold(d, lambda ok: feasible_transport(ok, a, b))[0])
+  return float(transport_threshold(d, a, b)[0])

@@ -165,6 +165,20 @@ def feasible_transport(allowed: np.ndarray, a: np.ndarray, b: np.ndarray):
   return plan
 
 
+def largest_row_or_column_min(values: np.ndarray) -> float:
+  """max(max_i min_j v_ij, max_j min_i v_ij): every row and every column of a feasible
+  threshold graph needs an allowed pair, so no threshold below this is feasible."""
+  return max(values.min(axis=1).max(), values.min(axis=0).max())
+
+
+def transport_threshold(values: np.ndarray, a: np.ndarray, b: np.ndarray):
+  """`bottleneck_threshold` for masses a [n_a], b [n_b]: feasibility is a transport plan
+  with these marginals; pairs with a massless end carry nothing and never bind."""
+  free = (a[:, None] == 0) | (b[None, :] == 0)
+  return bottleneck_threshold(np.where(free, values.min(), values),
+                              lambda allowed: feasible_transport(allowed, a, b))
+
+
 def bottleneck_threshold(values: np.ndarray, feasible=None):
   """(smallest value t whose threshold graph {values ≤ t} is feasible, its solution, the
   largest infeasible value below t or None).
@@ -177,8 +191,7 @@ def bottleneck_threshold(values: np.ndarray, feasible=None):
   """
   feasible = feasible or _perfect_matching
   distinct = np.unique(values)
-  need = max(values.min(axis=1).max(), values.min(axis=0).max())
-  lo = int(np.searchsorted(distinct, need))  # every index below lo is infeasible
+  lo = int(np.searchsorted(distinct, largest_row_or_column_min(values)))  # below: infeasible
   top = len(distinct) - 1  # always feasible (the complete graph)
   step, hi, best = 1, lo, feasible(values <= distinct[lo])
   while best is None:
@@ -209,15 +222,10 @@ def _bottleneck_lower(lower, below, d_min, eps_c):
 def _bottleneck_transport(levels, true, a, b, eps_c, d_min):
   """p = ∞ with general masses: binary search with transportation feasibility."""
   levels, true = np.asarray(levels), np.asarray(true, np.float64)
-  # Massless points need no partner: they are always allowed (and carry no plan mass).
-  free = (a[:, None] == 0) | (b[None, :] == 0)
-  _, plan, below = bottleneck_threshold(
-      np.where(free, levels.min(), levels),
-      lambda allowed: feasible_transport(allowed, a, b))
+  _, plan, below = transport_threshold(levels, a, b)
   cost = float(true[plan > 0].max())
   # Every point with mass ships it to some partner with mass at least its nearest one away.
-  near = true[np.ix_(a > 0, b > 0)]
-  lower = _bottleneck_lower(max(near.min(axis=1).max(), near.min(axis=0).max()), below,
+  lower = _bottleneck_lower(largest_row_or_column_min(true[np.ix_(a > 0, b > 0)]), below,
                             d_min, eps_c)
   bound = min(_factor(cost, lower), 4 + eps_c)
   return OTResult(plan, jnp.asarray(cost), jnp.asarray(cost), jnp.asarray(bound))
@@ -229,8 +237,7 @@ def _bottleneck_plan(levels, true, eps_c, d_min):
   cost = float(true[np.arange(len(match)), match].max())
   # Lower bounds on W_∞: every point reaches its nearest partner at least; and every perfect
   # matching uses a pair with d_C > 2·r_below, whose d exceeds 2·r_below/(4+ε).
-  lower = _bottleneck_lower(max(true.min(axis=1).max(), true.min(axis=0).max()), below,
-                            d_min, eps_c)
+  lower = _bottleneck_lower(largest_row_or_column_min(true), below, d_min, eps_c)
   bound = min(_factor(cost, lower), 4 + eps_c)
   return OTResult(jnp.asarray(match, jnp.int32), jnp.asarray(cost), jnp.asarray(cost),
                   jnp.asarray(bound))
