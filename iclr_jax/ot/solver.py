@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclr_jax.ot.auction import auction_assignment
-from iclr_jax.ot.cluster import check_eps, check_points, cluster_levels, radius
+from iclr_jax.ot.cluster import check_eps, check_points, cluster_levels, radius, true_distances
 from iclr_jax.ot.sinkhorn import sinkhorn_transport
 
 
@@ -85,10 +85,10 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   check_eps(eps)
   _check_p(p)
   a, b, assignment_case = _check_masses(a, b, x.shape[0], y.shape[0])
-  levels, d_min, dist = cluster_levels(x, y, eps=eps / 2, key=key)
+  levels, d_min = cluster_levels(x, y, eps=eps / 2, key=key)
   n = x.shape[0]
-  true = dist[:n, n:]
   if p == math.inf:
+    true = true_distances(x, y)
     if assignment_case:
       return _bottleneck_plan(levels, true, eps / 2, d_min)
     return _bottleneck_transport(levels, true, a, b, eps / 2, d_min)
@@ -96,7 +96,7 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   scale = float(jnp.maximum(jnp.max(d_c), 1e-30))
   gap = ((4 + eps) / (4 + eps / 2)) ** p - 1
   if not assignment_case:
-    return _transport_plan(d_c, true, a, b, p=p, scale=scale, gap=gap, eps=eps)
+    return _transport_plan(d_c, true_distances(x, y), a, b, p=p, scale=scale, gap=gap, eps=eps)
   # d_C^p spans many orders of magnitude for large p; float64 prices resolve them (float32
   # prices stall an order of magnitude above the small costs the plan is made of).
   with jax.enable_x64(True):
@@ -106,7 +106,7 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   if np.any(assignment < 0):
     raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
                        f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
-  cost = float(np.mean(np.asarray(true, np.float64)[np.arange(n), assignment] ** p))
+  cost = float(np.mean(true_distances(x, y, assignment) ** p))
   bound = _factor(cost, _lower_bound(dual / n, p=p, scale=scale, eps=eps))  # masses 1/n
   return OTResult(jnp.asarray(assignment, jnp.int32), jnp.asarray(cost),
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
