@@ -96,7 +96,7 @@ def _widths(largest: int) -> list[int]:
   return sizes[::-1]
 
 
-def _round(cost, lists, eps, state, *, width: int):
+def _round(cost, lists, eps, state, *, width: int, complete: bool):
   """One round: the first `width` persons of the queue bid (fewer if the queue is shorter)."""
   assigned, owner, prices, queue, head, count, unlisted = state
   n = cost.shape[0]
@@ -126,17 +126,19 @@ def _round(cost, lists, eps, state, *, width: int):
               unlisted.at[jnp.where(todo < width, who[lane], n)].set(d_out, mode="drop"))
     return go
 
-  branches = [lambda: (obj, v1, v2, unlisted)] + [scan(size) for size in sizes]
-  count_needy = jnp.sum(needy, dtype=jnp.int32)
-  which = jnp.where(count_needy > 0,
-                    1 + jnp.sum(count_needy > jnp.asarray(sizes[:-1], jnp.int32)), 0)
-  obj, v1, v2, unlisted = jax.lax.switch(which, branches)
+  if not complete:  # lists of every object never need a scan
+    branches = [lambda: (obj, v1, v2, unlisted)] + [scan(size) for size in sizes]
+    count_needy = jnp.sum(needy, dtype=jnp.int32)
+    which = jnp.where(count_needy > 0,
+                      1 + jnp.sum(count_needy > jnp.asarray(sizes[:-1], jnp.int32)), 0)
+    obj, v1, v2, unlisted = jax.lax.switch(which, branches)
   v2 = jnp.where(jnp.isfinite(v2), v2, v1)  # a single object
   bidding = real
   bid = jnp.where(bidding, prices[obj] + (v1 - v2) + eps, -jnp.inf)
   # The highest bid per object wins (ties: the earlier lane); O(width²) beats O(N) here.
+  earlier = lanes[None, :] < lanes[:, None]
   rival = (obj[None, :] == obj[:, None]) & bidding[None, :] & (
-      (bid[None, :] > bid[:, None]) | ((bid[None, :] == bid[:, None]) & (lanes[None, :] < lanes[:, None])))
+      (bid[None, :] > bid[:, None]) | ((bid[None, :] == bid[:, None]) & earlier))
   win = bidding & ~jnp.any(rival, axis=1)
   target = jnp.where(win, obj, n)
   evicted = jnp.where(win, owner[obj], -1)
@@ -174,6 +176,7 @@ def _phase_start(cost, prev, prices, unlisted, eps):
 
 @partial(jax.jit, static_argnames=("scale", "max_rounds", "bidders"))
 def _auction(cost, lists, rel_gap, *, scale: float, max_rounds: int, bidders: int):
+  complete = lists.index.shape[1] == cost.shape[1]
   n = cost.shape[0]
   widths = _widths(bidders)  # the round uses the smallest that holds the queue
   span = jnp.max(cost) - jnp.min(cost)
@@ -184,7 +187,7 @@ def _auction(cost, lists, rel_gap, *, scale: float, max_rounds: int, bidders: in
 
   def phase(carry):
     prev, prices, unlisted, eps, rounds, _, _ = carry
-    rounds_fn = [partial(_round, cost, lists, eps, width=w) for w in widths]
+    rounds_fn = [partial(_round, cost, lists, eps, width=w, complete=complete) for w in widths]
 
     def bid_round(s):
       state, r = s

@@ -174,17 +174,20 @@ def cluster_levels(x, y, *, eps: float, key: jax.Array):
   count_a, count_b = np.asarray(count_a), np.asarray(count_b)
   if np.any(count_a * count_b):
     qa, xa = _memberships(member[:, :n_a])
-    qb, yb = (_pad(m, 64) for m in _memberships(member[:, n_a:]))
+    qb, yb = (_pad(m, 256) for m in _memberships(member[:, n_a:]))
     members_b = (qb, yb, _member_levels(points, qb, y, yb, d_min, eps, dtype))
     # Rows grouped by the power of two that holds their hub's B-count (padding < 2×), each
-    # group in the order of x, so that the scatter walks core row by row.
-    width = 1 << np.ceil(np.log2(np.maximum(count_b[qa], 8))).astype(np.int64)
+    # group in the order of x, so that the scatter walks core row by row; small inputs in
+    # one group (fewer compilations).
+    width = 1 << np.ceil(np.log2(np.maximum(count_b[qa], 16))).astype(np.int64)
+    if len(qa) <= 4096:
+      width[:] = width.max()
     width[count_b[qa] == 0] = 0
     counts = jnp.asarray(count_b)
     for w in np.unique(width[width > 0]):
       rows = np.flatnonzero(width == w)
       rows = rows[np.argsort(xa[rows], kind="stable")]
-      q, r = _pad(qa[rows], 64), _pad(xa[rows], 64)
+      q, r = _pad(qa[rows], 256), _pad(xa[rows], 256)
       rows_a = (q, r, _member_levels(points, q, x, r, d_min, eps, dtype))
       core = _voronoi_pairs(core, rows_a, members_b, counts, int(w))
   return core, d_min

@@ -26,7 +26,7 @@ def exact_winf(x, y, *, a=None, b=None) -> float:
   """W_∞: the smallest t such that some plan with marginals a, b uses only pairs with
   d ≤ t (the bottleneck assignment value for uniform masses on equal sizes)."""
   # pylint: disable=import-outside-toplevel
-  from iclr_jax.ot.solver import bottleneck_threshold, transport_threshold
+  from iclr_jax.ot.bottleneck import bottleneck_threshold, transport_threshold
   d = _distances(x, y)
   if a is None and b is None:
     if d.shape[0] != d.shape[1]:

@@ -1,0 +1,97 @@
+"""Maximum bipartite matching in vectorised NumPy, warm-started: the feasibility check of the
+bottleneck (W_∞) threshold search.
+
+The graph is a CSR adjacency of left vertices (rows) over right vertices (columns). A
+matching is a pair (match_l [n_l], match_r [n_r]) with −1 for unmatched vertices. Starting
+from any valid matching (a greedy one, or the maximum matching of a smaller threshold graph:
+the threshold graphs are nested, so it stays valid), phases grow it until no augmenting path
+is left: each phase is a breadth-first search from every free left vertex at once along
+alternating paths (a frontier expanded with array operations per layer), stopped at the
+first layer that reaches free right vertices; then the paths of the search tree to those
+vertices are flipped, skipping any that shares a vertex with a path already flipped. A
+matching without augmenting paths is maximum (Berge), so the graph has a perfect matching
+iff the result matches every left vertex.
+
+SciPy's Hopcroft–Karp (`maximum_bipartite_matching`) can take seconds on the sparse
+geometric graphs near the bottleneck threshold and cannot be warm-started; here each check
+only repairs the few vertices the previous matching leaves free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _neighbours(indptr, indices, rows):
+  """(row of each edge, column of each edge) for the edges of `rows`, row by row."""
+  starts, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
+  offsets = np.cumsum(counts) - counts
+  pos = np.repeat(starts - offsets, counts) + np.arange(counts.sum())
+  return np.repeat(rows, counts), indices[pos]
+
+
+def greedy_matching(indptr, indices, n_right: int, rounds: int = 8):
+  """A maximal-ish matching by rounds of proposals: every free left vertex proposes to its
+  first free neighbour, every proposed-to right vertex accepts its first proposer."""
+  n_left = len(indptr) - 1
+  match_l = np.full(n_left, -1, np.int64)
+  match_r = np.full(n_right, -1, np.int64)
+  for _ in range(rounds):
+    u, v = _neighbours(indptr, indices, np.flatnonzero(match_l < 0))
+    keep = match_r[v] < 0
+    u, v = u[keep], v[keep]
+    if not len(u):
+      break
+    _, first = np.unique(u, return_index=True)  # each free left: its first free neighbour
+    u, v = u[first], v[first]
+    _, first = np.unique(v, return_index=True)  # each right: its first proposer
+    match_l[u[first]] = v[first]
+    match_r[v[first]] = u[first]
+  return match_l, match_r
+
+
+def _phase(indptr, indices, match_l, match_r) -> int:
+  """One breadth-first phase; flips vertex-disjoint shortest augmenting paths in place and
+  returns how many."""
+  # right vertex → the left one it was reached from; a left vertex other than a root (a
+  # free one) is reached through its matched right vertex, so at most once.
+  parent = np.full(len(match_r), -1, np.int64)
+  frontier = np.flatnonzero(match_l < 0)
+  ends = np.empty(0, np.int64)
+  while len(frontier) and not len(ends):
+    u, v = _neighbours(indptr, indices, frontier)
+    fresh = parent[v] < 0
+    u, v = u[fresh], v[fresh]
+    v, first = np.unique(v, return_index=True)
+    parent[v] = u[first]
+    ends = v[match_r[v] < 0]
+    nxt = match_r[v]
+    frontier = nxt[nxt >= 0]
+  flipped = 0
+  used = np.zeros(len(match_l), bool)
+  for end in ends:  # walk each path back to its root; flip it unless it meets a used vertex
+    path, r = [], end
+    while r >= 0:
+      left = parent[r]
+      if used[left]:
+        break
+      path.append((left, r))
+      r = match_l[left]  # −1 at the root (a free left vertex)
+    else:
+      for left, right in path:
+        used[left] = True
+        match_l[left], match_r[right] = right, left
+      flipped += 1
+  return flipped
+
+
+def maximum_matching(indptr, indices, n_right: int, warm=None):
+  """A maximum matching (match_l, match_r) of the CSR graph, grown from `warm` (a valid
+  matching of a subgraph, e.g. a smaller threshold graph) or from a greedy one."""
+  if warm is None:
+    match_l, match_r = greedy_matching(indptr, indices, n_right)
+  else:
+    match_l, match_r = warm[0].copy(), warm[1].copy()
+  while np.any(match_l < 0) and _phase(indptr, indices, match_l, match_r):
+    pass
+  return match_l, match_r
