@@ -233,7 +233,25 @@ def true_distances(x, y, assignment=None) -> np.ndarray:
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   if assignment is not None:
     return np.sqrt(((x - y[np.asarray(assignment)]) ** 2).sum(-1))
-  return np.sqrt(np.maximum(((x[:, None] - y[None]) ** 2).sum(-1), 0.0))
+  with jax.enable_x64(True):  # in row blocks: no [n_a, n_b, d] temporary
+    return np.asarray(pairwise_distances(jnp.asarray(x), jnp.asarray(y)))
+
+
+@partial(jax.jit, static_argnames=("block",))
+def _nearest(x, y, block: int = 128):
+  def rows(xb):
+    d = jnp.sqrt(jnp.sum((xb[:, None] - y[None]) ** 2, -1))
+    return jnp.min(d, axis=1), jnp.min(d, axis=0)
+  row, col = jax.lax.map(rows, _pad_rows(x, block, jnp.inf).reshape(-1, block, x.shape[1]))
+  return row.reshape(-1)[:x.shape[0]], jnp.min(col, axis=0)
+
+
+def nearest_distances(x, y) -> tuple[np.ndarray, np.ndarray]:
+  """(distance from each x to its nearest y [n_a], from each y to its nearest x [n_b]) in
+  float64, in row blocks (no [n_a, n_b] matrix)."""
+  with jax.enable_x64(True):
+    row, col = _nearest(jnp.asarray(x, jnp.float64), jnp.asarray(y, jnp.float64))
+    return np.asarray(row), np.asarray(col)
 
 
 def numpy_cluster_distance(x, y, *, eps: float, sampled) -> np.ndarray:

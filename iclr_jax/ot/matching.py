@@ -30,6 +30,15 @@ def _neighbours(indptr, indices, rows):
   return np.repeat(rows, counts), indices[pos]
 
 
+def _one_per_column(u, v, n_right):
+  """The edges (u, v) with one edge kept per right vertex v (whichever NumPy's repeated-index
+  assignment writes last), without sorting."""
+  owner = np.full(n_right, -1, np.int64)
+  owner[v] = u
+  keep = owner[v] == u  # right vertices have one edge per left vertex, so one wins each
+  return u[keep], v[keep]
+
+
 def greedy_matching(indptr, indices, n_right: int, rounds: int = 8):
   """A maximal-ish matching by rounds of proposals: every free left vertex proposes to its
   first free neighbour, every proposed-to right vertex accepts its first proposer."""
@@ -42,11 +51,11 @@ def greedy_matching(indptr, indices, n_right: int, rounds: int = 8):
     u, v = u[keep], v[keep]
     if not len(u):
       break
-    _, first = np.unique(u, return_index=True)  # each free left: its first free neighbour
+    first = np.r_[True, u[1:] != u[:-1]]  # edges come row by row: each row's first
     u, v = u[first], v[first]
-    _, first = np.unique(v, return_index=True)  # each right: its first proposer
-    match_l[u[first]] = v[first]
-    match_r[v[first]] = u[first]
+    u, v = _one_per_column(u, v, len(match_r))  # each right vertex: one proposer
+    match_l[u] = v
+    match_r[v] = u
   return match_l, match_r
 
 
@@ -61,9 +70,8 @@ def _phase(indptr, indices, match_l, match_r) -> int:
   while len(frontier) and not len(ends):
     u, v = _neighbours(indptr, indices, frontier)
     fresh = parent[v] < 0
-    u, v = u[fresh], v[fresh]
-    v, first = np.unique(v, return_index=True)
-    parent[v] = u[first]
+    u, v = _one_per_column(u[fresh], v[fresh], len(parent))
+    parent[v] = u
     ends = v[match_r[v] < 0]
     nxt = match_r[v]
     frontier = nxt[nxt >= 0]

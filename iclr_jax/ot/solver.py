@@ -31,7 +31,8 @@ import numpy as np
 from iclr_jax.ot.auction import auction_assignment
 from iclr_jax.ot.bottleneck import (bottleneck_threshold, largest_row_or_column_min,
                                     transport_threshold)
-from iclr_jax.ot.cluster import check_eps, check_points, cluster_levels, radius, true_distances
+from iclr_jax.ot.cluster import (check_eps, check_points, cluster_levels, nearest_distances,
+                                 radius, true_distances)
 from iclr_jax.ot.sinkhorn import sinkhorn_transport
 
 
@@ -91,10 +92,9 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   levels, d_min = cluster_levels(x, y, eps=eps / 2, key=key)
   n = x.shape[0]
   if p == math.inf:
-    true = true_distances(x, y)
     if assignment_case:
-      return _bottleneck_plan(levels, true, eps / 2, d_min)
-    return _bottleneck_transport(levels, true, a, b, eps / 2, d_min)
+      return _bottleneck_plan(levels, x, y, eps / 2, d_min)
+    return _bottleneck_transport(levels, true_distances(x, y), a, b, eps / 2, d_min)
   d_min = float(d_min)
   top = int(jnp.max(levels))  # d_C's largest value, the scale of the solvers' costs
   scale = 2 * d_min * (1 + eps / 8) ** top if top >= 0 else 1.0
@@ -175,13 +175,13 @@ def _bottleneck_transport(levels, true, a, b, eps_c, d_min):
   return OTResult(plan, jnp.asarray(cost), jnp.asarray(cost), jnp.asarray(bound))
 
 
-def _bottleneck_plan(levels, true, eps_c, d_min):
-  levels, true = np.asarray(levels), np.asarray(true, np.float64)
-  _, match, below = bottleneck_threshold(levels)
-  cost = float(true[np.arange(len(match)), match].max())
+def _bottleneck_plan(levels, x, y, eps_c, d_min):
+  _, match, below = bottleneck_threshold(np.asarray(levels))
+  cost = float(true_distances(x, y, match).max())
   # Lower bounds on W_∞: every point reaches its nearest partner at least; and every perfect
   # matching uses a pair with d_C > 2·r_below, whose d exceeds 2·r_below/(4+ε).
-  lower = _bottleneck_lower(largest_row_or_column_min(true), below, d_min, eps_c)
+  row_min, col_min = nearest_distances(x, y)
+  lower = _bottleneck_lower(max(row_min.max(), col_min.max()), below, d_min, eps_c)
   bound = min(_factor(cost, lower), 4 + eps_c)
   return OTResult(jnp.asarray(match, jnp.int32), jnp.asarray(cost), jnp.asarray(cost),
                   jnp.asarray(bound))
