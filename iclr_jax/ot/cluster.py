@@ -10,9 +10,15 @@ d_C(x, y) = 2·roundup(min over eligible q of max(d(x, q), d(y, q))), where q is
 q ∈ S, or when x ∈ V(q) and y ∈ V(q), and roundup goes to the next radius. Then
 d ≤ d_C ≤ (4 + ε)·d (pairs at distance 0 get d_C = 0).
 
-Computation: the n × n distance matrix, then for every x ∈ A only its eligible centres
-(S ∪ {q : x ∈ V(q)}, O(√n log n) of them w.h.p.) are scanned against all of B: O(|A|·K·|B|)
-work with K the largest such list, memory n² + block·K·|B|.
+Computation, on radius indices l = roundup's index (monotone, so it commutes with the min
+and the max; int16 where the indices fit, which vectorises 4× better than float32):
+- sampled hubs: l(x, S) [n, |S|], then a dense min-max product over them, |A|·|B|·|S| work
+  in cache-sized row blocks;
+- the other hubs: one blocked pass over all pairs marks x ∈ V(q) (a hub-major bool matrix,
+  also giving d_min); then every membership (q, x ∈ A) is a row against q's members in B,
+  scattered into the result with a min. The rows are grouped by the power of two that holds
+  q's B-count (static shapes, padding < 2×).
+No n × n float matrix is kept; the result is the [|A|, |B|] index matrix.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Exact references: W_p^p by POT's network simplex (`ot.emd2`, the test extra) and W_∞ by
-binary search over the sorted distances with Hopcroft–Karp feasibility (uniform masses on
-equal sizes) or transportation-LP feasibility (general masses), both SciPy."""
+the threshold search over the sorted distances (`bottleneck.py`) with maximum-matching
+feasibility (uniform masses on equal sizes; warm-started augmenting paths, tested against
+SciPy's Hopcroft–Karp) or transportation-LP feasibility (general masses; HiGHS)."""
 
 from __future__ import annotations
 

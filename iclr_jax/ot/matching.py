@@ -39,21 +39,27 @@ def _one_per_column(u, v, n_right):
   return u[keep], v[keep]
 
 
-def greedy_matching(indptr, indices, n_right: int, rounds: int = 8):
-  """A maximal-ish matching by rounds of proposals: every free left vertex proposes to its
-  first free neighbour, every proposed-to right vertex accepts its first proposer."""
-  n_left = len(indptr) - 1
-  match_l = np.full(n_left, -1, np.int64)
-  match_r = np.full(n_right, -1, np.int64)
-  for _ in range(rounds):
+def greedy_matching(indptr, indices, n_right: int, start=None, max_rounds: int = 64,
+                    seed: int = 0):
+  """A maximal matching grown from `start` (or empty) by rounds of proposals: every free left
+  vertex proposes to a random free neighbour, every proposed-to right vertex accepts one
+  proposer; until no free left vertex has a free neighbour (or `max_rounds`)."""
+  rng = np.random.default_rng(seed)
+  if start is None:
+    match_l = np.full(len(indptr) - 1, -1, np.int64)
+    match_r = np.full(n_right, -1, np.int64)
+  else:
+    match_l, match_r = start[0].copy(), start[1].copy()
+  for _ in range(max_rounds):
     u, v = _neighbours(indptr, indices, np.flatnonzero(match_l < 0))
     keep = match_r[v] < 0
     u, v = u[keep], v[keep]
     if not len(u):
       break
-    first = np.r_[True, u[1:] != u[:-1]]  # edges come row by row: each row's first
-    u, v = u[first], v[first]
-    u, v = _one_per_column(u, v, len(match_r))  # each right vertex: one proposer
+    starts = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])  # edges come row by row
+    counts = np.diff(np.r_[starts, len(u)])
+    pick = starts + (rng.random(len(starts)) * counts).astype(np.int64)
+    u, v = _one_per_column(u[pick], v[pick], n_right)
     match_l[u] = v
     match_r[v] = u
   return match_l, match_r
@@ -95,11 +101,9 @@ def _phase(indptr, indices, match_l, match_r) -> int:
 
 def maximum_matching(indptr, indices, n_right: int, warm=None):
   """A maximum matching (match_l, match_r) of the CSR graph, grown from `warm` (a valid
-  matching of a subgraph, e.g. a smaller threshold graph) or from a greedy one."""
-  if warm is None:
-    match_l, match_r = greedy_matching(indptr, indices, n_right)
-  else:
-    match_l, match_r = warm[0].copy(), warm[1].copy()
+  matching of a subgraph, e.g. a smaller threshold graph, extended greedily) or from a
+  greedy one."""
+  match_l, match_r = greedy_matching(indptr, indices, n_right, warm)
   while np.any(match_l < 0) and _phase(indptr, indices, match_l, match_r):
     pass
   return match_l, match_r

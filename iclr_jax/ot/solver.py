@@ -5,8 +5,12 @@ under the true distance d.
 The ε budget is split: d_C is built with ε/2, and for finite p the auction stops once its
 certified gap is within ((4+ε)/(4+ε/2))^p − 1, so the plan costs at most (4+ε)^p·W_p^p. For
 p = ∞ the smallest radius index whose threshold graph {d_C ≤ 2·r_i} has a perfect matching is
-found by binary search (Hopcroft–Karp feasibility checks, SciPy on the host), so the plan's
-bottleneck is at most (4+ε/2)·W_∞.
+found by a galloping then bisecting search (`bottleneck.py`: perfect-matching feasibility
+checks, each grown from the previous infeasible graph's maximum matching, NumPy on the
+host), so the plan's bottleneck is at most (4+ε/2)·W_∞.
+
+The auction's costs are (d_C / max d_C)^p in float32 when float32 prices resolve the final
+ε by a wide margin (small p), else in float64.
 
 Masses: uniform on equal-size point sets is the assignment case (`plan` is the index form
 σ: [n] → [n], π(i, σ(i)) = 1/n), solved by the auction. Any other masses (finite p) go to

@@ -82,3 +82,51 @@ def test_sinkhorn_transport_is_certified_with_exact_marginals(rng):
       opt = ot.emd2(a, b, c)
       assert float(res.dual) <= opt + 1e-12
       assert float(np.sum(plan * c)) <= (1 + 1e-2) * opt + 1e-12
+
+
+def _brute_force_levels(x, y, sampled, eps):
+  """min over eligible centres of max(d(x, q), d(y, q)) by brute force over all centres,
+  rounded up to the radius grid: the equivalent form of d_C, in float64."""
+  points = np.concatenate([x, y])
+  n_a = len(x)
+  dist = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
+  d_min = dist[dist > 0].min()
+  to_s = dist[:, sampled].min(axis=1)
+  core = np.full((n_a, len(y)), np.inf)
+  for q in range(len(points)):
+    member = np.ones(len(points), bool) if sampled[q] else dist[:, q] < to_s
+    via = np.maximum(dist[:n_a, q][:, None], dist[n_a:, q][None, :])
+    core = np.where(np.outer(member[:n_a], member[n_a:]), np.minimum(core, via), core)
+  base = 1 + eps / 4
+  level = np.ceil(np.log(np.maximum(core / d_min, 1.0)) / np.log(base) - 1e-9)
+  return np.where(core > 0, 2 * d_min * base ** level, 0.0)
+
+
+@pytest.mark.parametrize("eps", [0.1, 1e-4])  # 1e-4: radius indices beyond int16
+def test_cluster_distance_at_scale_matches_brute_force(rng, eps):
+  """400 + 400 points: the Voronoi pairs run in several width groups."""
+  with jax.enable_x64(True):
+    x, y = rng.uniform(size=(400, 2)), rng.uniform(size=(400, 2))
+    key = jax.random.key(3)
+    got = np.asarray(cluster_distance(x, y, eps=eps, key=key))
+    want = _brute_force_levels(x, y, np.asarray(sample_centres(key, 800)), eps)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_auction_with_short_candidate_lists_is_certified(rng):
+  """Lists of 3 cheapest objects out of 40: most bids need the whole-row scan."""
+  for ties in (False, True):
+    for _ in range(5):
+      c = rng.uniform(size=(40, 40)) ** 2
+      if ties:
+        c = np.round(c * 8) / 8
+      res = auction_assignment(jnp.asarray(c, jnp.float32), rel_gap=1e-3, candidates=3,
+                               bidders=8)
+      a = np.asarray(res.assignment)
+      np.testing.assert_array_equal(np.sort(a), np.arange(40))
+      rows, cols = linear_sum_assignment(c)
+      opt, slack = c[rows, cols].sum(), 1e-5 * 40
+      assert float(res.dual) <= opt + slack
+      assert c[np.arange(40), a].sum() <= opt * (1 + 1e-3) + slack
+      assert float(complementary_slackness_gap(jnp.asarray(c, jnp.float32), res.assignment,
+                                               res.prices)) <= float(res.eps) * 1.001 + 1e-6
