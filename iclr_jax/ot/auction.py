@@ -154,10 +154,22 @@ def _round(cost, lists, eps, state, *, width: int, complete: bool):
           count - popped + jnp.sum(back >= 0, dtype=jnp.int32), unlisted)
 
 
-def _certificate(cost, assigned, prices):
-  primal = jnp.sum(jnp.take_along_axis(cost, jnp.maximum(assigned, 0)[:, None], axis=1))
-  dual = jnp.sum(jnp.min(cost + prices[None, :], axis=1)) - jnp.sum(prices)
-  return primal, dual
+@jax.jit
+def certificate(cost, assigned, prices):
+  """(primal Σ C[i, σ(i)], dual Σ_i min_j (C[i, j] + p_j) − Σ_j p_j ≤ OPT) for any prices.
+
+  For a permutation σ, primal − dual = Σ_i (C[i, σ(i)] + p_σ(i) − min_j (C[i, j] + p_j)), a
+  sum of small non-negative terms (each ≤ ε under ε-CS); computed so, the gap has no
+  cancellation between the large sums of prices, which in float32 would blur it."""
+  prices = prices.astype(cost.dtype)
+  mine = jnp.take_along_axis(cost, jnp.maximum(assigned, 0)[:, None], axis=1)[:, 0]
+  best = jnp.min(cost + prices[None, :], axis=1)
+  primal = jnp.sum(mine)
+  slack = jnp.sum(mine + prices[jnp.maximum(assigned, 0)] - best)
+  hits = jnp.zeros(cost.shape[1], jnp.int32).at[jnp.where(assigned >= 0, assigned,
+                                                          cost.shape[1])].add(1, mode="drop")
+  permutation = jnp.all(hits == 1)
+  return primal, jnp.where(permutation, primal - slack, jnp.sum(best) - jnp.sum(prices))
 
 
 def _phase_start(cost, prev, prices, unlisted, eps):
@@ -197,7 +209,7 @@ def _auction(cost, lists, rel_gap, *, scale: float, max_rounds: int, bidders: in
     state, rounds = jax.lax.while_loop(
         lambda s: (s[0][5] > 0) & (s[1] < max_rounds), bid_round,
         (_phase_start(cost, prev, prices, unlisted, eps), rounds))
-    primal, dual = _certificate(cost, state[0], state[2])
+    primal, dual = certificate(cost, state[0], state[2])
     return state[0], state[2], state[6], eps / scale, rounds, primal, dual
 
   def more(carry):

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.ot.auction import auction_assignment
+from iclr_jax.ot.auction import auction_assignment, certificate
 from iclr_jax.ot.bottleneck import (bottleneck_threshold, largest_row_or_column_min,
                                     transport_threshold)
 from iclr_jax.ot.cluster import (check_eps, check_points, cluster_levels, nearest_distances,
@@ -113,50 +113,56 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
 
-@partial(jax.jit, static_argnames=("eps", "p"))
-def _power_cost(levels, d_min, eps: float, p: float, scale: float):
-  """(d_C / scale)^p in the default float type (float64 under `jax.enable_x64`)."""
-  return (radius(levels, d_min=jnp.asarray(d_min, float), eps=eps) * (2.0 / scale)) ** p
+def _power_cost(levels, d_min, eps: float, p: float, scale: float, cap: float = np.inf):
+  """min((d_C / scale)^p, cap) in the default float type (float64 under `jax.enable_x64`), by
+  lookup in the table of its values per radius index (−1: coincident points, cost 0)."""
+  top = int(jnp.max(levels))
+  table = np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(top + 1) / scale) ** p]
+  return _lookup(levels, jnp.asarray(np.minimum(table, cap), float))
 
 
-def _float32_suffices(levels, d_min, eps_c, *, p, scale, gap) -> bool:
-  """Whether float32 prices may resolve the ε the auction ends with, ≈ gap × the mean cost
-  per person, over their resolution ε_min = 8·ulp(max cost) = 8·ulp(1); the mean row
-  minimum stands in for the mean cost (it is lower). d_C^p spans many orders of magnitude
-  for large p, and there float32 prices would stall above the small costs the plan is made
-  of."""
+@jax.jit
+def _lookup(levels, table):
+  return table[levels.astype(jnp.int32) + 1]
+
+
+def _float32_cap(levels, d_min, eps_c, *, p, scale, gap):
+  """The cost cap of a float32 auction run, or None where float32 prices would not resolve
+  the final ε.
+
+  The run caps costs at 64× the largest row minimum: an assignment using a capped pair is
+  far from optimal, the capped problem's dual is still a lower bound, and the run is kept
+  only if its float64 certificate on the true costs meets the gap. The cap sets the price
+  resolution ε_min = 8·ulp(cap), and the auction's stopping rule allows N·ε_min on top of the
+  gap: float32 is used where that is at most a tenth of the 0.9·gap it aims at, with the
+  mean row minimum standing in for the mean cost per person (it is lower). For large p,
+  d_C^p spans too many orders of magnitude, and float64 it is."""
   row_min = np.asarray(jnp.min(levels, axis=1))
   row_min = np.where(row_min >= 0, 2 * d_min * (1 + eps_c / 4) ** row_min.astype(float), 0.0)
-  return gap * float(np.mean((row_min / scale) ** p)) >= 8 * 2.0 ** -23
-
-
-@partial(jax.jit, static_argnames=("eps", "p"))
-def _certificate(levels, assignment, prices, d_min, eps: float, p: float, scale: float):
-  """(primal, dual) of an assignment and prices on (d_C / scale)^p, in the default float
-  type; any prices give a valid dual (see `auction.py`)."""
-  cost = _power_cost(levels, d_min, eps, p, scale)
-  prices = prices.astype(cost.dtype)
-  primal = jnp.sum(jnp.take_along_axis(cost, assignment[:, None], axis=1))
-  return primal, jnp.sum(jnp.min(cost + prices[None, :], axis=1)) - jnp.sum(prices)
+  row_min = (row_min / scale) ** p
+  cap = min(1.0, 64 * float(row_min.max()))
+  eps_min = 8 * float(np.spacing(np.float32(cap)))
+  return cap if eps_min <= 0.1 * 0.9 * gap * float(row_min.mean()) else None
 
 
 def _assignment(levels, d_min, eps_c, *, p, scale, gap):
   """(σ, dual) of the auction on (d_C / scale)^p within the relative gap, certified in
-  float64. A float32 run first where its prices may resolve the final ε (twice as fast on
-  CPU; it aims at 0.9·gap to absorb its rounding), kept if the float64 certificate meets
-  the gap; otherwise (or if it is not tried) a float64 run."""
-  attempts = [(False, 0.9 * gap)] if _float32_suffices(levels, d_min, eps_c, p=p, scale=scale,
-                                                       gap=gap) else []
-  for x64, target in attempts + [(True, gap)]:
+  float64. A float32 run first where its prices resolve the final ε (`_float32_cap`; twice
+  as fast on CPU; it aims at 0.9·gap to absorb its rounding), kept if the float64
+  certificate on the true costs meets the gap; otherwise (or if it is not tried) a float64
+  run."""
+  cap = _float32_cap(levels, d_min, eps_c, p=p, scale=scale, gap=gap)
+  attempts = [(False, 0.9 * gap, cap)] if cap is not None else []
+  for x64, target, cap in attempts + [(True, gap, np.inf)]:
     with jax.enable_x64(x64):
-      res = auction_assignment(_power_cost(levels, d_min, eps_c, p, scale), rel_gap=target)
+      res = auction_assignment(_power_cost(levels, d_min, eps_c, p, scale, cap), rel_gap=target)
     assignment = np.asarray(res.assignment)
     if np.any(assignment < 0):
       raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
                          f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
     with jax.enable_x64(True):
-      primal, dual = map(float, _certificate(levels, jnp.asarray(assignment), res.prices,
-                                             d_min, eps_c, p, scale))
+      cost = _power_cost(levels, d_min, eps_c, p, scale)
+      primal, dual = map(float, certificate(cost, jnp.asarray(assignment), res.prices))
     if primal - dual <= gap * dual or x64:
       return assignment, dual
   raise AssertionError("unreachable: the float64 attempt always returns")
