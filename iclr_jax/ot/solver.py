@@ -117,7 +117,8 @@ def _power_cost(levels, d_min, eps: float, p: float, scale: float, cap: float = 
   """min((d_C / scale)^p, cap) in the default float type (float64 under `jax.enable_x64`), by
   lookup in the table of its values per radius index (−1: coincident points, cost 0)."""
   top = int(jnp.max(levels))
-  table = np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(top + 1) / scale) ** p]
+  size = 1 << max(6, (top + 1).bit_length())  # padded: few table shapes, few compilations
+  table = np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(size - 1) / scale) ** p]
   return _lookup(levels, jnp.asarray(np.minimum(table, cap), float))
 
 
