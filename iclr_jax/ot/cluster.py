@@ -94,19 +94,24 @@ def _hub_core(l_a, l_b, block: int = 8):
 
 
 @partial(jax.jit, static_argnames=("n_a", "block"))
-def _membership(points, to_hubs, sampled, n_a: int, block: int = 64):
+def _membership(points, hub_points, sampled, n_a: int, block: int = 64):
   """member [P, P] bool, hub-major: member[q, x] iff q ∉ S and d(x, q) < d(x, S) (x ∈ V(q));
-  the members of each hub in A and in B (counts [P]); and the smallest non-zero distance."""
-  to_s = jnp.min(to_hubs, 1)
+  the members of each hub in A and in B (counts [P]); and the smallest non-zero distance.
+  Squared distances throughout (the same sums of squares on both sides of each test)."""
+  def squared(a, b):
+    return jnp.sum((a[:, None] - b[None]) ** 2, -1)
+
+  to_s = jnp.min(squared(points, hub_points), 1)
+
   def rows(q):
-    d = jnp.sqrt(jnp.sum((points[q][:, None] - points[None]) ** 2, -1))  # [block, P]
+    d = squared(points[q], points)  # [block, P]
     inside = (d < to_s[None, :]) & ~sampled[q][:, None]
     return inside, jnp.min(jnp.where(d > 0, d, jnp.inf))
 
   q = _pad_rows(jnp.arange(points.shape[0]), block, 0).reshape(-1, block)
   member, mins = jax.lax.map(rows, q)
   member = member.reshape(-1, points.shape[0])[:points.shape[0]]
-  d_min = jnp.min(mins)
+  d_min = jnp.sqrt(jnp.min(mins))
   d_min = jnp.where(jnp.isfinite(d_min), d_min, 1.0)  # 1: all points coincide
   return member, jnp.sum(member[:, :n_a], 1), jnp.sum(member[:, n_a:], 1), d_min
 
@@ -171,7 +176,7 @@ def cluster_levels(x, y, *, eps: float, key: jax.Array):
   hubs = np.flatnonzero(np.asarray(sampled))
   hubs = np.pad(hubs, (0, -len(hubs) % 8), mode="edge")  # repeated hubs: the same min
   to_hubs = pairwise_distances(points, points[hubs])  # [P, s]
-  member, count_a, count_b, d_min = _membership(points, to_hubs, sampled, n_a)
+  member, count_a, count_b, d_min = _membership(points, points[hubs], sampled, n_a)
   # Every distance is at most twice the farthest point from a hub.
   dtype = jnp.int16 if int(radius_index(2 * jnp.max(to_hubs[:, 0]), d_min=d_min, eps=eps)
                            ) < np.iinfo(np.int16).max else jnp.int32

@@ -113,18 +113,24 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
 
-def _power_cost(levels, d_min, eps: float, p: float, scale: float, cap: float = np.inf):
-  """min((d_C / scale)^p, cap) in the default float type (float64 under `jax.enable_x64`), by
-  lookup in the table of its values per radius index (−1: coincident points, cost 0)."""
+def _cost_table(levels, d_min, eps: float, p: float, scale: float, cap: float = np.inf):
+  """min((d_C / scale)^p, cap) per radius index + 1 (index 0: coincident points, cost 0) in
+  the default float type (float64 under `jax.enable_x64`); the cost matrix is a lookup."""
   top = int(jnp.max(levels))
   size = 1 << max(6, (top + 1).bit_length())  # padded: few table shapes, few compilations
   table = np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(size - 1) / scale) ** p]
-  return _lookup(levels, jnp.asarray(np.minimum(table, cap), float))
+  return jnp.asarray(np.minimum(table, cap), float)
 
 
 @jax.jit
 def _lookup(levels, table):
   return table[levels.astype(jnp.int32) + 1]
+
+
+@jax.jit
+def _certify(levels, table, assignment, prices):
+  """`certificate` on the looked-up costs, fused (no [n, n] cost matrix)."""
+  return certificate(_lookup(levels, table), assignment, prices)
 
 
 def _float32_cap(levels, d_min, eps_c, *, p, scale, gap):
@@ -156,14 +162,15 @@ def _assignment(levels, d_min, eps_c, *, p, scale, gap):
   attempts = [(False, 0.9 * gap, cap)] if cap is not None else []
   for x64, target, cap in attempts + [(True, gap, np.inf)]:
     with jax.enable_x64(x64):
-      res = auction_assignment(_power_cost(levels, d_min, eps_c, p, scale, cap), rel_gap=target)
+      cost = _lookup(levels, _cost_table(levels, d_min, eps_c, p, scale, cap))
+      res = auction_assignment(cost, rel_gap=target)
     assignment = np.asarray(res.assignment)
     if np.any(assignment < 0):
       raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
                          f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
     with jax.enable_x64(True):
-      cost = _power_cost(levels, d_min, eps_c, p, scale)
-      primal, dual = map(float, certificate(cost, jnp.asarray(assignment), res.prices))
+      table = _cost_table(levels, d_min, eps_c, p, scale)
+      primal, dual = map(float, _certify(levels, table, jnp.asarray(assignment), res.prices))
     if primal - dual <= gap * dual or x64:
       return assignment, dual
   raise AssertionError("unreachable: the float64 attempt always returns")
