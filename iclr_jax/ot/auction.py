@@ -9,10 +9,11 @@ w is the largest of `bidders`, `bidders`/4, …, 1 that the queue fills, so the 
 phase with one or two persons left costs one row per round, not `bidders` rows.
 
 Each person first looks at its K cheapest objects only (found once). Objects outside that
-list are worth at most −(C_(K+1) + min_j p_j), C_(K+1) the person's (K+1)-th smallest cost;
-when the list's best beats that bound it is the best overall and the bound stands in for the
-outside values in v2, otherwise the person scans its whole row. Either way every bid keeps
-ε-complementary slackness over all objects.
+list are worth at most −(C_(K+1) + min_j p_j), C_(K+1) the person's (K+1)-th smallest cost,
+and at most their best value at the person's last whole-row scan (values only fall as prices
+rise). When the list's best beats that bound it is the best overall and the bound stands in
+for the outside values in v2; otherwise the person scans its whole row. Either way every bid
+keeps ε-complementary slackness over all objects.
 
 A phase ends when the queue is empty; then ε shrinks by `scale`, persons whose object is
 still within the new ε of their best keep it, and the others queue again.
@@ -133,13 +134,12 @@ def _round(cost, lists, eps, state, *, width: int, complete: bool):
                       1 + jnp.sum(count_needy > jnp.asarray(sizes[:-1], jnp.int32)), 0)
     obj, v1, v2, unlisted = jax.lax.switch(which, branches)
   v2 = jnp.where(jnp.isfinite(v2), v2, v1)  # a single object
-  bidding = real
-  bid = jnp.where(bidding, prices[obj] + (v1 - v2) + eps, -jnp.inf)
+  bid = jnp.where(real, prices[obj] + (v1 - v2) + eps, -jnp.inf)
   # The highest bid per object wins (ties: the earlier lane); O(width²) beats O(N) here.
   earlier = lanes[None, :] < lanes[:, None]
-  rival = (obj[None, :] == obj[:, None]) & bidding[None, :] & (
+  rival = (obj[None, :] == obj[:, None]) & real[None, :] & (
       (bid[None, :] > bid[:, None]) | ((bid[None, :] == bid[:, None]) & earlier))
-  win = bidding & ~jnp.any(rival, axis=1)
+  win = real & ~jnp.any(rival, axis=1)
   target = jnp.where(win, obj, n)
   evicted = jnp.where(win, owner[obj], -1)
   prices = prices.at[target].set(bid, mode="drop")
@@ -242,6 +242,10 @@ def auction_assignment(cost: jax.Array, *, rel_gap: float = 1e-3, scale: float =
     AuctionResult; `primal`/`dual` certify the gap whatever happens.
   """
   cost = jnp.asarray(cost)
+  if cost.ndim != 2 or cost.shape[0] != cost.shape[1] or cost.shape[0] == 0:
+    raise ValueError(f"cost must be a square [N, N] matrix with N ≥ 1, got shape {cost.shape}")
+  if candidates < 1:
+    raise ValueError(f"candidates must be ≥ 1, got {candidates}")
   n = cost.shape[0]
   if bidders is None:
     bidders = 16 if jax.default_backend() == "cpu" else max(16, n // 8)

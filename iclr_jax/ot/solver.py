@@ -9,8 +9,10 @@ found by a galloping then bisecting search (`bottleneck.py`: perfect-matching fe
 checks, each grown from the previous infeasible graph's maximum matching, NumPy on the
 host), so the plan's bottleneck is at most (4+ε/2)·W_∞.
 
-The auction's costs are (d_C / max d_C)^p in float32 when float32 prices resolve the final
-ε by a wide margin (small p), else in float64.
+The auction's costs are (d_C / max d_C)^p. Where float32 prices can resolve the final ε
+(small p; costs capped at 64× the largest row minimum), a float32 run comes first and is
+kept only if its certificate, recomputed in float64 on the true costs, meets the gap;
+otherwise the auction runs in float64.
 
 Masses: uniform on equal-size point sets is the assignment case (`plan` is the index form
 σ: [n] → [n], π(i, σ(i)) = 1/n), solved by the auction. Any other masses (finite p) go to
@@ -25,7 +27,6 @@ vertex solution is the plan (dense [n_a, n_b]).
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -152,6 +153,22 @@ def _float32_cap(levels, d_min, eps_c, *, p, scale, gap):
   return cap if eps_min <= 0.1 * 0.9 * gap * float(row_min.mean()) else None
 
 
+def _certified_run(levels, d_min, eps_c, *, p, scale, x64, target, cap=np.inf):
+  """One auction run on min((d_C / scale)^p, cap), float64 or float32 prices: (σ, primal,
+  dual) with the certificate recomputed in float64 on the uncapped costs; σ has −1 for
+  persons left unassigned when the run hit its round cap."""
+  with jax.enable_x64(x64):
+    cost = _lookup(levels, _cost_table(levels, d_min, eps_c, p, scale, cap))
+    res = auction_assignment(cost, rel_gap=target)
+  assignment = np.asarray(res.assignment)
+  if np.any(assignment < 0):
+    return assignment, math.inf, -math.inf
+  with jax.enable_x64(True):
+    table = _cost_table(levels, d_min, eps_c, p, scale)
+    primal, dual = map(float, _certify(levels, table, jnp.asarray(assignment), res.prices))
+  return assignment, primal, dual
+
+
 def _assignment(levels, d_min, eps_c, *, p, scale, gap):
   """(σ, dual) of the auction on (d_C / scale)^p within the relative gap, certified in
   float64. A float32 run first where its prices resolve the final ε (`_float32_cap`; twice
@@ -159,21 +176,17 @@ def _assignment(levels, d_min, eps_c, *, p, scale, gap):
   certificate on the true costs meets the gap; otherwise (or if it is not tried) a float64
   run."""
   cap = _float32_cap(levels, d_min, eps_c, p=p, scale=scale, gap=gap)
-  attempts = [(False, 0.9 * gap, cap)] if cap is not None else []
-  for x64, target, cap in attempts + [(True, gap, np.inf)]:
-    with jax.enable_x64(x64):
-      cost = _lookup(levels, _cost_table(levels, d_min, eps_c, p, scale, cap))
-      res = auction_assignment(cost, rel_gap=target)
-    assignment = np.asarray(res.assignment)
-    if np.any(assignment < 0):
-      raise RuntimeError(f"the auction stopped after {int(res.rounds)} rounds with "
-                         f"{int(np.sum(assignment < 0))} points unassigned (max_rounds)")
-    with jax.enable_x64(True):
-      table = _cost_table(levels, d_min, eps_c, p, scale)
-      primal, dual = map(float, _certify(levels, table, jnp.asarray(assignment), res.prices))
-    if primal - dual <= gap * dual or x64:
+  if cap is not None:
+    assignment, primal, dual = _certified_run(levels, d_min, eps_c, p=p, scale=scale,
+                                              x64=False, target=0.9 * gap, cap=cap)
+    if primal - dual <= gap * dual:
       return assignment, dual
-  raise AssertionError("unreachable: the float64 attempt always returns")
+  assignment, _, dual = _certified_run(levels, d_min, eps_c, p=p, scale=scale, x64=True,
+                                       target=gap)
+  if np.any(assignment < 0):
+    raise RuntimeError(f"the auction stopped at its round cap with "
+                       f"{int(np.sum(assignment < 0))} points unassigned")
+  return assignment, dual
 
 
 def _lower_bound(dual, *, p, scale, eps):

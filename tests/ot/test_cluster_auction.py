@@ -130,3 +130,10 @@ def test_auction_with_short_candidate_lists_is_certified(rng):
       assert c[np.arange(40), a].sum() <= opt * (1 + 1e-3) + slack
       assert float(complementary_slackness_gap(jnp.asarray(c, jnp.float32), res.assignment,
                                                res.prices)) <= float(res.eps) * 1.001 + 1e-6
+
+
+def test_auction_bad_input():
+  with pytest.raises(ValueError, match="square \\[N, N\\] matrix with N ≥ 1, got shape \\(3, 4\\)"):
+    auction_assignment(jnp.zeros((3, 4)))
+  with pytest.raises(ValueError, match="candidates must be ≥ 1, got 0"):
+    auction_assignment(jnp.zeros((3, 3)), candidates=0)

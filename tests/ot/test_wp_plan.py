@@ -14,6 +14,12 @@ from iclr_jax.ot import exact_winf, exact_wp, wp_plan
 INSTANCES = 100
 
 
+def _in_3d(points):
+  """1-, 2- or 3-D points as 3-D ones (zero coordinates added): the same distances, and one
+  set of compiled shapes for all the instances."""
+  return np.pad(points, ((0, 0), (0, 3 - points.shape[1])))
+
+
 @pytest.mark.parametrize("p", [1, 2, 5, math.inf])
 def test_approximation_against_exact(rng, p):
   eps = 0.1
@@ -21,8 +27,8 @@ def test_approximation_against_exact(rng, p):
   ratios = []
   for t in range(INSTANCES):
     n, d = (6, 12)[t % 2], 1 + t % 3
-    x = rng.normal(size=(n, d))
-    y = rng.normal(size=(n, d)) + (t % 4) * 0.5
+    x = _in_3d(rng.normal(size=(n, d)))
+    y = _in_3d(rng.normal(size=(n, d)) + (t % 4) * 0.5)
     res = wp_plan(x, y, p=p, eps=eps, key=jax.random.key(t))
     np.testing.assert_array_equal(np.sort(np.asarray(res.plan)), np.arange(n))
     opt = exact_winf(x, y) if p == math.inf else exact_wp(x, y, p=p)
@@ -42,7 +48,7 @@ def test_general_masses_against_exact(rng, p):
   eps = 0.1
   for t in range(30):
     (n_a, n_b), d = ((5, 8), (10, 6))[t % 2], 1 + t % 3
-    x, y = rng.normal(size=(n_a, d)), rng.normal(size=(n_b, d)) + 0.3
+    x, y = _in_3d(rng.normal(size=(n_a, d))), _in_3d(rng.normal(size=(n_b, d)) + 0.3)
     a, b = rng.uniform(0.1, 1, n_a), rng.uniform(0.1, 1, n_b)
     if t % 3 == 0:
       a[0] = 0.0  # a point without mass
@@ -73,7 +79,7 @@ def test_winf_general_masses_against_brute_force(rng):
   eps = 0.1
   for t in range(100):
     (n_a, n_b), d = ((5, 8), (9, 6), (6, 6))[t % 3], 1 + t % 3
-    x, y = rng.normal(size=(n_a, d)), rng.normal(size=(n_b, d)) + 0.3
+    x, y = _in_3d(rng.normal(size=(n_a, d))), _in_3d(rng.normal(size=(n_b, d)) + 0.3)
     a, b = rng.uniform(0.1, 1, n_a), rng.uniform(0.1, 1, n_b)
     if t % 4 == 0:
       a[0] = b[-1] = 0.0  # points without mass
