@@ -30,16 +30,24 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def _distances(xb, y):
+  """[b, m] Euclidean distances from coordinate differences (exact 0 for duplicates, which
+  the Gram-matrix form does not give)."""
+  return jnp.sqrt(jnp.sum((xb[:, None] - y[None]) ** 2, -1))
+
+
+def _row_blocks(x, block: int, fill):
+  """x [n, ...] padded with `fill` rows and split into [n_blocks, block, ...]."""
+  pad = -x.shape[0] % block
+  padded = jnp.concatenate([x, jnp.full((pad,) + x.shape[1:], fill, x.dtype)])
+  return padded.reshape((-1, block) + x.shape[1:])
+
+
 @partial(jax.jit, static_argnames=("block",))
 def pairwise_distances(x: jax.Array, y: jax.Array, *, block: int = 256) -> jax.Array:
-  """Euclidean distances [n, m] between x [n, d] and y [m, d], from coordinate differences
-  (exact 0 for duplicates, which the Gram-matrix form does not give)."""
-  n = x.shape[0]
-  b = max(1, min(block, n))
-  pad = -n % b
-  xp = jnp.concatenate([x, jnp.zeros((pad, x.shape[1]), x.dtype)]).reshape(-1, b, x.shape[1])
-  rows = jax.lax.map(lambda xb: jnp.sqrt(jnp.sum((xb[:, None] - y[None]) ** 2, -1)), xp)
-  return rows.reshape(-1, y.shape[0])[:n]
+  """Euclidean distances [n, m] between x [n, d] and y [m, d], in row blocks."""
+  rows = jax.lax.map(lambda xb: _distances(xb, y), _row_blocks(x, max(1, min(block, len(x))), 0))
+  return rows.reshape(-1, y.shape[0])[:x.shape[0]]
 
 
 def sample_centres(key: jax.Array, n: int) -> jax.Array:
@@ -70,11 +78,6 @@ def radius(i: jax.Array, *, d_min: jax.Array, eps: float, dtype=None) -> jax.Arr
   return jnp.where(i >= 0, r, 0.0)
 
 
-def _pad_rows(a, block, value):
-  pad = -a.shape[0] % block
-  return jnp.concatenate([a, jnp.full((pad,) + a.shape[1:], value, a.dtype)])
-
-
 @partial(jax.jit, static_argnames=("block",))
 def _hub_core(l_a, l_b, block: int = 8):
   """min over sampled hubs q of max(l(x, q), l(y, q)): l_a [n_a, s], l_b [s, n_b] → [n_a, n_b]
@@ -89,7 +92,7 @@ def _hub_core(l_a, l_b, block: int = 8):
       return jnp.minimum(acc, jnp.maximum(la[:, q][:, None], l_b[q][None, :]))
     return jax.lax.fori_loop(0, s, hub, jnp.full((block, l_b.shape[1]), top, l_b.dtype))
 
-  out = jax.lax.map(rows, _pad_rows(l_a, block, top).reshape(-1, block, s))
+  out = jax.lax.map(rows, _row_blocks(l_a, block, top))
   return out.reshape(-1, l_b.shape[1])[:n_a]
 
 
@@ -108,7 +111,7 @@ def _membership(points, hub_points, sampled, n_a: int, block: int = 64):
     inside = (d < to_s[None, :]) & ~sampled[q][:, None]
     return inside, jnp.min(jnp.where(d > 0, d, jnp.inf))
 
-  q = _pad_rows(jnp.arange(points.shape[0]), block, 0).reshape(-1, block)
+  q = _row_blocks(jnp.arange(points.shape[0]), block, 0)
   member, mins = jax.lax.map(rows, q)
   member = member.reshape(-1, points.shape[0])[:points.shape[0]]
   d_min = jnp.sqrt(jnp.min(mins))
@@ -126,7 +129,7 @@ def _memberships(member) -> tuple[np.ndarray, np.ndarray]:
 @partial(jax.jit, static_argnames=("eps", "dtype"))
 def _member_levels(points, hub, members, member, d_min, eps: float, dtype):
   """Radius indices of d(members[member], points[hub]) (a list of memberships)."""
-  d = jnp.sqrt(jnp.sum((points[hub] - members[member]) ** 2, -1))
+  d = jnp.sqrt(jnp.sum((points[hub] - members[member]) ** 2, -1))  # paired, not all pairs
   return radius_index(d, d_min=d_min, eps=eps).astype(dtype)
 
 
@@ -251,9 +254,9 @@ def true_distances(x, y, assignment=None) -> np.ndarray:
 @partial(jax.jit, static_argnames=("block",))
 def _nearest(x, y, block: int = 128):
   def rows(xb):
-    d = jnp.sqrt(jnp.sum((xb[:, None] - y[None]) ** 2, -1))
+    d = _distances(xb, y)
     return jnp.min(d, axis=1), jnp.min(d, axis=0)
-  row, col = jax.lax.map(rows, _pad_rows(x, block, jnp.inf).reshape(-1, block, x.shape[1]))
+  row, col = jax.lax.map(rows, _row_blocks(x, block, jnp.inf))
   return row.reshape(-1)[:x.shape[0]], jnp.min(col, axis=0)
 
 

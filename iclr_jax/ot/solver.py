@@ -107,20 +107,19 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   if not assignment_case:
     d_c = 2.0 * radius(levels, d_min=jnp.asarray(d_min), eps=eps / 2)
     return _transport_plan(d_c, true_distances(x, y), a, b, p=p, scale=scale, gap=gap, eps=eps)
-  assignment, dual = _assignment(levels, d_min, eps / 2, p=p, scale=scale, gap=gap)
+  assignment, dual = _assignment(levels, _cost_table(top, d_min, eps / 2, p, scale), gap=gap)
   cost = float(np.mean(true_distances(x, y, assignment) ** p))
   bound = _factor(cost, _lower_bound(dual / n, p=p, scale=scale, eps=eps))  # masses 1/n
   return OTResult(jnp.asarray(assignment, jnp.int32), jnp.asarray(cost),
                   jnp.asarray(cost ** (1.0 / p)), jnp.asarray(bound))
 
 
-def _cost_table(levels, d_min, eps: float, p: float, scale: float, cap: float = np.inf):
-  """min((d_C / scale)^p, cap) per radius index + 1 (index 0: coincident points, cost 0) in
-  the default float type (float64 under `jax.enable_x64`); the cost matrix is a lookup."""
-  top = int(jnp.max(levels))
-  size = 1 << max(6, (top + 1).bit_length())  # padded: few table shapes, few compilations
-  table = np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(size - 1) / scale) ** p]
-  return jnp.asarray(np.minimum(table, cap), float)
+def _cost_table(top: int, d_min: float, eps: float, p: float, scale: float) -> np.ndarray:
+  """(d_C / scale)^p per radius index + 1 (index 0: coincident points, cost 0), float64, for
+  indices up to `top`; the cost matrix is a lookup. Padded to a power of two (few table
+  shapes, few compilations)."""
+  size = 1 << max(6, (top + 1).bit_length())
+  return np.r_[0.0, (2 * d_min * (1 + eps / 4) ** np.arange(size - 1) / scale) ** p]
 
 
 @jax.jit
@@ -134,7 +133,7 @@ def _certify(levels, table, assignment, prices):
   return certificate(_lookup(levels, table), assignment, prices)
 
 
-def _float32_cap(levels, d_min, eps_c, *, p, scale, gap):
+def _float32_cap(levels, table, gap):
   """The cost cap of a float32 auction run, or None where float32 prices would not resolve
   the final ε.
 
@@ -145,44 +144,41 @@ def _float32_cap(levels, d_min, eps_c, *, p, scale, gap):
   gap: float32 is used where that is at most a tenth of the 0.9·gap it aims at, with the
   mean row minimum standing in for the mean cost per person (it is lower). For large p,
   d_C^p spans too many orders of magnitude, and float64 it is."""
-  row_min = np.asarray(jnp.min(levels, axis=1))
-  row_min = np.where(row_min >= 0, 2 * d_min * (1 + eps_c / 4) ** row_min.astype(float), 0.0)
-  row_min = (row_min / scale) ** p
+  row_min = table[np.asarray(jnp.min(levels, axis=1)).astype(np.int64) + 1]
   cap = min(1.0, 64 * float(row_min.max()))
   eps_min = 8 * float(np.spacing(np.float32(cap)))
   return cap if eps_min <= 0.1 * 0.9 * gap * float(row_min.mean()) else None
 
 
-def _certified_run(levels, d_min, eps_c, *, p, scale, x64, target, cap=np.inf):
-  """One auction run on min((d_C / scale)^p, cap), float64 or float32 prices: (σ, primal,
-  dual) with the certificate recomputed in float64 on the uncapped costs; σ has −1 for
-  persons left unassigned when the run hit its round cap."""
+def _certified_run(levels, table, *, x64, target, cap=np.inf):
+  """One auction run on min(cost, cap) (cost = `table` looked up), float64 or float32
+  prices: (σ, primal, dual) with the certificate recomputed in float64 on the uncapped
+  costs; σ has −1 for persons left unassigned when the run hit its round cap."""
   with jax.enable_x64(x64):
-    cost = _lookup(levels, _cost_table(levels, d_min, eps_c, p, scale, cap))
+    cost = _lookup(levels, jnp.asarray(np.minimum(table, cap), float))
     res = auction_assignment(cost, rel_gap=target)
   assignment = np.asarray(res.assignment)
   if np.any(assignment < 0):
     return assignment, math.inf, -math.inf
   with jax.enable_x64(True):
-    table = _cost_table(levels, d_min, eps_c, p, scale)
-    primal, dual = map(float, _certify(levels, table, jnp.asarray(assignment), res.prices))
+    primal, dual = map(float, _certify(levels, jnp.asarray(table), jnp.asarray(assignment),
+                                       res.prices))
   return assignment, primal, dual
 
 
-def _assignment(levels, d_min, eps_c, *, p, scale, gap):
-  """(σ, dual) of the auction on (d_C / scale)^p within the relative gap, certified in
+def _assignment(levels, table, *, gap):
+  """(σ, dual) of the auction on the looked-up costs within the relative gap, certified in
   float64. A float32 run first where its prices resolve the final ε (`_float32_cap`; twice
   as fast on CPU; it aims at 0.9·gap to absorb its rounding), kept if the float64
   certificate on the true costs meets the gap; otherwise (or if it is not tried) a float64
   run."""
-  cap = _float32_cap(levels, d_min, eps_c, p=p, scale=scale, gap=gap)
+  cap = _float32_cap(levels, table, gap)
   if cap is not None:
-    assignment, primal, dual = _certified_run(levels, d_min, eps_c, p=p, scale=scale,
-                                              x64=False, target=0.9 * gap, cap=cap)
+    assignment, primal, dual = _certified_run(levels, table, x64=False, target=0.9 * gap,
+                                              cap=cap)
     if primal - dual <= gap * dual:
       return assignment, dual
-  assignment, _, dual = _certified_run(levels, d_min, eps_c, p=p, scale=scale, x64=True,
-                                       target=gap)
+  assignment, _, dual = _certified_run(levels, table, x64=True, target=gap)
   if np.any(assignment < 0):
     raise RuntimeError(f"the auction stopped at its round cap with "
                        f"{int(np.sum(assignment < 0))} points unassigned")
