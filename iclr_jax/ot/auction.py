@@ -52,8 +52,9 @@ class _Lists(NamedTuple):
 
 
 def cheapest(cost: jax.Array, k: int) -> _Lists:
-  """The k cheapest objects of every row (in no particular order). NumPy's introselect on
-  CPU (several times faster there than XLA's sort-based top_k), `lax.top_k` elsewhere."""
+  """The k cheapest objects of every row of cost [N, M] (in no particular order; lists
+  [N, k], next cost [N]). NumPy's introselect on CPU (several times faster there than XLA's
+  sort-based top_k), `lax.top_k` elsewhere."""
   n = cost.shape[1]
   if k >= n:
     index = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), cost.shape)
@@ -156,7 +157,8 @@ def _round(cost, lists, eps, state, *, width: int, complete: bool):
 
 @jax.jit
 def certificate(cost, assigned, prices):
-  """(primal Σ C[i, σ(i)], dual Σ_i min_j (C[i, j] + p_j) − Σ_j p_j ≤ OPT) for any prices.
+  """(primal Σ C[i, σ(i)], dual Σ_i min_j (C[i, j] + p_j) − Σ_j p_j ≤ OPT) for cost [N, N],
+  assignment σ [N] (−1: unassigned) and any prices p [N].
 
   For a permutation σ, primal − dual = Σ_i (C[i, σ(i)] + p_σ(i) − min_j (C[i, j] + p_j)), a
   sum of small non-negative terms (each ≤ ε under ε-CS); computed so, the gap has no
