@@ -27,8 +27,15 @@ def gaussian_scales(gamma: jax.typing.ArrayLike) -> tuple[jax.Array, jax.Array]:
 
 def _log_ndtr(z: jax.Array) -> jax.Array:
   """log Φ(z), accurate in float32 for z > 0 too (jax's log_ndtr loses ~1e-3 relative there,
-  which the exponent K − 1 ≈ 5e4 turns into a 4% error in Φ^{K−1})."""
-  return jnp.where(z > 0, jnp.log1p(-ndtr(-z)), log_ndtr(z))
+  which the exponent K − 1 ≈ 5e4 turns into a 4% error in Φ^{K−1}).
+
+  Each branch gets an argument that is safe for it: the branch `where` discards still receives
+  a zero cotangent, and 0 · inf (log1p(−1) far in the left tail) would make the gradient NaN.
+  """
+  positive = z > 0
+  right = jnp.log1p(-ndtr(-jnp.where(positive, z, 1.0)))
+  left = log_ndtr(jnp.where(positive, -1.0, z))
+  return jnp.where(positive, right, left)
 
 
 def _check_vocab(vocab_size: int) -> None:

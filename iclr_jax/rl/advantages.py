@@ -14,6 +14,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from iclr_jax.checks import check_range
+
 SCALES = ("group", "batch", "none")
 
 # Per-token turn labels of `gvpo_advantages`.
@@ -36,23 +38,36 @@ def _check_rewards(rewards) -> jax.Array:
   return rewards.astype(jnp.promote_types(rewards.dtype, jnp.float32))
 
 
+def _scaled_moments(r, valid, count, axis):
+  """(mean, Bessel-corrected std) of the valid entries along `axis`, computed on values
+  divided by their largest magnitude so that sums and squares of large rewards (1e20 in
+  float32) do not overflow."""
+  scale = jnp.max(jnp.abs(r), axis=axis, keepdims=True)
+  scale = jnp.where(scale > 0, scale, 1.0)
+  u = r / scale
+  mean = jnp.sum(u, axis=axis, keepdims=True) / jnp.maximum(count, 1)
+  sq = jnp.where(valid, (u - mean) ** 2, 0.0).sum(axis=axis, keepdims=True)
+  return mean * scale, jnp.sqrt(sq / jnp.maximum(count - 1, 1)) * scale
+
+
 def group_stats(rewards: jax.Array) -> GroupStats:
   """Mean and Bessel-corrected std of each group's finite rewards (verl's singleton rule)."""
   valid = jnp.isfinite(rewards)
   r = jnp.where(valid, rewards, 0.0)
   count = valid.sum(axis=1, keepdims=True).astype(r.dtype)
   single = count <= 1
-  mean = jnp.where(single, 0.0, r.sum(axis=1, keepdims=True) / jnp.maximum(count, 1))
-  sq = jnp.where(valid, (r - mean) ** 2, 0.0).sum(axis=1, keepdims=True)
-  std = jnp.where(single, 1.0, jnp.sqrt(sq / jnp.maximum(count - 1, 1)))
-  return GroupStats(valid, r, count, mean, std)
+  mean, std = _scaled_moments(r, valid, count, axis=1)
+  return GroupStats(valid, r, count, jnp.where(single, 0.0, mean), jnp.where(single, 1.0, std))
 
 
 def _batch_std(stats: GroupStats) -> jax.Array:
-  n = stats.count.sum()
-  mean = stats.rewards.sum() / jnp.maximum(n, 1)
-  sq = jnp.where(stats.valid, (stats.rewards - mean) ** 2, 0.0).sum()
-  return jnp.sqrt(sq / jnp.maximum(n - 1, 1))
+  return _scaled_moments(stats.rewards, stats.valid, stats.count.sum(), axis=None)[1]
+
+
+def _divide(adv, scale):
+  """adv / scale, with 0 where scale = 0 (eps = 0 and a group of equal rewards: every
+  deviation there is 0 too)."""
+  return jnp.where(scale > 0, adv / jnp.where(scale > 0, scale, 1.0), 0.0)
 
 
 def group_advantages(rewards: jax.Array, *, scale: str = "group", eps: float = 1e-6
@@ -63,20 +78,22 @@ def group_advantages(rewards: jax.Array, *, scale: str = "group", eps: float = 1
     rewards: float `[Q, G]`; NaN/inf entries get advantage 0 and are left out of statistics.
     scale: 'group' (std of the group, GRPO), 'batch' (std of all valid rewards, TRL
       `scale_rewards='batch'`) or 'none' (no division, Dr.GRPO).
-    eps: added to the std (verl 1e-6, TRL 1e-4).
+    eps: ≥ 0, added to the std (verl 1e-6, TRL 1e-4); with eps = 0 a group of equal
+      rewards gets advantage 0.
 
   Returns:
     float `[Q, G]`.
   """
   if scale not in SCALES:
     raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+  check_range("eps", eps, 0.0)
   rewards = _check_rewards(rewards)
   stats = group_stats(rewards)
   adv = stats.rewards - stats.mean
   if scale == "group":
-    adv = adv / (stats.std + eps)
+    adv = _divide(adv, stats.std + eps)
   elif scale == "batch":
-    adv = adv / (_batch_std(stats) + eps)
+    adv = _divide(adv, _batch_std(stats) + eps)
   return jnp.where(stats.valid, adv, 0.0)
 
 
@@ -112,10 +129,8 @@ def gvpo_advantages(rewards: jax.Array, turn_status: jax.Array, *, b: float = 0.
   Returns:
     float `[Q, G, T]`.
   """
-  if not b >= 0:
-    raise ValueError(f"b must be >= 0, got {b}")
-  if not tol >= 0:
-    raise ValueError(f"tol must be >= 0, got {tol}")
+  check_range("b", b, 0.0)
+  check_range("tol", tol, 0.0)
   rewards = _check_rewards(rewards)
   turn_status = jnp.asarray(turn_status)
   if turn_status.ndim != 3 or turn_status.shape[:2] != rewards.shape:

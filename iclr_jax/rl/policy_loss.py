@@ -8,6 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from iclr_jax.checks import check_range, is_traced
+
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "dr_grpo")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 IMPORTANCE_LEVELS = ("token", "sequence")
@@ -16,8 +18,14 @@ _K3_CLAMP = 10.0  # ... and the k3 output to ±10
 
 
 def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
-  """Σ m·x / max(Σ m, 1) over all entries (TRL's `clamp(min=1)`)."""
-  return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+  """Σ m·x / max(Σ m, 1) over all entries (TRL's `clamp(min=1)`). Entries where m = 0 are
+  selected away, not multiplied: NaN/inf padding there does not reach the result."""
+  return _masked(x, mask).sum() / jnp.maximum(mask.sum(), 1.0)
+
+
+def _masked(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """m·x with x's masked entries replaced by 0 first (0 · NaN would be NaN)."""
+  return jnp.where(mask != 0, x, 0) * mask
 
 
 def aggregate(per_token: jax.Array, mask: jax.Array, aggregation: str) -> jax.Array:
@@ -30,7 +38,7 @@ def aggregate(per_token: jax.Array, mask: jax.Array, aggregation: str) -> jax.Ar
   """
   if aggregation == "token-mean":
     return masked_mean(per_token, mask)
-  rows = (per_token * mask).sum(axis=-1)
+  rows = _masked(per_token, mask).sum(axis=-1)
   if aggregation == "seq-mean-token-mean":
     return (rows / jnp.maximum(mask.sum(axis=-1), 1.0)).mean()
   if aggregation == "seq-mean-token-sum":
@@ -81,11 +89,10 @@ def _check(logp, old_logp, mask, *, clip_low, clip_high, aggregation, kl_estimat
   if importance_level not in IMPORTANCE_LEVELS:
     raise ValueError(f"importance_level must be one of {IMPORTANCE_LEVELS}, got "
                      f"{importance_level!r}")
-  if not (0 <= clip_low < 1 and clip_high >= 0):
-    raise ValueError(f"clip_low must be in [0, 1) and clip_high >= 0, got {clip_low}, "
-                     f"{clip_high}")
-  if dual_clip is not None and not dual_clip > 1:
-    raise ValueError(f"dual_clip must be None or > 1 (verl uses 3), got {dual_clip}")
+  check_range("clip_low", clip_low, 0.0, 1.0, high_open=True)
+  check_range("clip_high", clip_high, 0.0)
+  if dual_clip is not None:
+    check_range("dual_clip (verl uses 3)", dual_clip, 1.0, low_open=True)
 
 
 def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mask: jax.Array,
@@ -110,6 +117,10 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
     importance_level: 'token' (PPO/GRPO) or 'sequence' (GSPO: the masked mean log-ratio of
       the sequence, broadcast to its tokens).
 
+  Masked entries (mask 0) of logp, old_logp, ref_logp and per-token advantages may hold
+  anything, NaN and ±inf included: they are replaced by 0 before any arithmetic, so the loss
+  and its gradient equal those of the clean inputs (the gradient there is exactly 0).
+
   Returns:
     `(loss, metrics)`; metrics: clip_fraction (tokens where the clipped term is the larger
     loss), clip_fraction_low / _high (ratio below / above the range with A < 0 / A > 0),
@@ -122,9 +133,11 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
          aggregation=aggregation, kl_estimator=kl_estimator, dual_clip=dual_clip,
          importance_level=importance_level)
   adv = _token_advantages(advantages, logp.shape).astype(logp.dtype)
+  keep = lambda x: jnp.where(mask != 0, x, 0.0)  # noqa: E731
+  logp, old_logp, adv = keep(logp), keep(old_logp), keep(adv)
   log_ratio = jnp.clip(logp - old_logp, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
   if importance_level == "sequence":
-    seq = (log_ratio * mask).sum(-1, keepdims=True) / jnp.maximum(mask.sum(-1, keepdims=True),
+    seq = _masked(log_ratio, mask).sum(-1, keepdims=True) / jnp.maximum(mask.sum(-1, keepdims=True),
                                                                   1.0)
     log_ratio = jnp.broadcast_to(seq, log_ratio.shape)
   ratio = jnp.exp(log_ratio)
@@ -142,8 +155,8 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
     if ref_logp.shape != logp.shape:
       raise ValueError(f"ref_logp must have the shape of logp {logp.shape}, got "
                        f"{ref_logp.shape}")
-    kl = kl_penalty(logp, ref_logp, kl_estimator)
-  elif kl_coef:
+    kl = kl_penalty(logp, keep(ref_logp), kl_estimator)
+  elif is_traced(kl_coef) or kl_coef != 0:
     raise ValueError(f"kl_coef={kl_coef} needs ref_logp")
   loss = aggregate(per_token + kl_coef * kl, mask, aggregation)
   f = lambda x: masked_mean(x.astype(logp.dtype), mask)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from iclr_jax.checks import check_range, concrete
+
 
 def _vectors(**arrays) -> list[jax.Array]:
   out = [jnp.asarray(a) for a in arrays.values()]
@@ -24,8 +26,11 @@ def _vectors(**arrays) -> list[jax.Array]:
 
 
 def _check_beta(beta):
-  if not beta > 0:
-    raise ValueError(f"beta must be > 0, got {beta}")
+  check_range("beta", beta, 0.0, low_open=True)
+
+
+def _check_smoothing(label_smoothing):
+  check_range("label_smoothing", label_smoothing, 0.0, 0.5)
 
 
 def _margin(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps):
@@ -35,8 +40,10 @@ def _margin(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps):
 def dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *,
              beta: float = 0.1, label_smoothing: float = 0.0) -> jax.Array:
   """DPO: `−(1 − s)·logσ(βΔ) − s·logσ(−βΔ)` with Δ the policy-minus-reference log-ratio
-  margin (TRL `sigmoid`; s = label_smoothing, cDPO). All inputs float `[B]`; returns `[B]`."""
+  margin (TRL `sigmoid`; s = label_smoothing ∈ [0, 0.5], cDPO). All inputs float `[B]`;
+  returns `[B]`."""
   _check_beta(beta)
+  _check_smoothing(label_smoothing)
   args = _vectors(chosen_logps=chosen_logps, rejected_logps=rejected_logps,
                   ref_chosen_logps=ref_chosen_logps, ref_rejected_logps=ref_rejected_logps)
   z = beta * _margin(*args)
@@ -49,8 +56,7 @@ def robust_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected
   """Robust DPO (rDPO, TRL `robust`): `[−(1 − ε)·logσ(βΔ) + ε·logσ(−βΔ)] / (1 − 2ε)`, an
   unbiased loss under labels flipped with probability ε = label_noise < 1/2. Returns `[B]`."""
   _check_beta(beta)
-  if not 0 <= label_noise < 0.5:
-    raise ValueError(f"label_noise must be in [0, 0.5), got {label_noise}")
+  check_range("label_noise", label_noise, 0.0, 0.5, high_open=True)
   args = _vectors(chosen_logps=chosen_logps, rejected_logps=rejected_logps,
                   ref_chosen_logps=ref_chosen_logps, ref_rejected_logps=ref_rejected_logps)
   z = beta * _margin(*args)
@@ -64,7 +70,8 @@ def _per_token(logps, lengths, name):
   lengths = jnp.asarray(lengths)
   if lengths.shape != logps.shape:
     raise ValueError(f"{name} must have shape {logps.shape}, got {lengths.shape}")
-  return logps / jnp.maximum(lengths, 1)
+  check_range(name, lengths, 0.0, low_open=True)  # token counts; a traced 0 gives inf
+  return logps / lengths
 
 
 def ipo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *,
@@ -87,6 +94,7 @@ def simpo_loss(chosen_logps, rejected_logps, *, chosen_lengths, rejected_lengths
   """SimPO (TRL CPO `simpo`), reference-free: `−logσ(β(avg_w − avg_l) − γ)` on mean per-token
   log-probs; `−(1 − s)·logσ(z) − s·logσ(−z)` with label smoothing s. Returns `[B]`."""
   _check_beta(beta)
+  _check_smoothing(label_smoothing)
   cw, rj = _vectors(chosen_logps=chosen_logps, rejected_logps=rejected_logps)
   z = beta * (_per_token(cw, chosen_lengths, "chosen_lengths")
               - _per_token(rj, rejected_lengths, "rejected_lengths")) - gamma
@@ -112,8 +120,17 @@ def confidence_weights(chosen_scores, rejected_scores) -> jax.Array:
 
 def weighted_mean(losses, weights, *, normalize: bool = False) -> jax.Array:
   """`mean(w·ℓ)`, or `Σ w·ℓ / Σ w` with normalize=True (a larger effective learning rate
-  when confidences are small). `losses`, `weights`: float `[B]`."""
+  when confidences are small). `losses`, `weights`: float `[B]`.
+
+  The normalised mean needs Σ w > 0 (`confidence_weights` can be negative): concrete weights
+  with Σ w ≤ 0 are a ValueError, traced ones give NaN, which a training loop stops on.
+  """
   losses, weights = _vectors(losses=losses, weights=weights)
   if normalize:
-    return (weights * losses).sum() / jnp.maximum(weights.sum(), 1e-12)
+    total = weights.sum()
+    w = concrete(total)
+    if w is not None and not w > 0:
+      raise ValueError(f"weights must sum to > 0 for normalize=True, got sum {float(w):.6g} "
+                       f"over {weights.shape[0]} weights")
+    return (weights * losses).sum() / jnp.where(total > 0, total, jnp.nan)
   return (weights * losses).mean()

@@ -9,9 +9,13 @@ quantiles (q_lo, q_med, q_hi) at levels α/2, 0.5, 1 − α/2 (crossing quantile
 
 Calibration ('optimize_both'): for every λ of a grid, γ(λ) is the split-conformal quantile
 (level min((1 − α)(1 + 1/n), 1), NumPy's method='higher') of the scores
-s_i = max((f̂_i − y_i)/l_i, (y_i − f̂_i)/r_i) with l = aL + λ·eL, r = aR + λ·eR (floored at
-1e-8); the λ with the lowest mean pinball loss of the resulting bounds (levels α/2 and 1 − α/2,
-averaged) wins. Each λ's scores are one row of a [Λ, n] score matrix whose conformal order
+s_i = max((f̂_i − y_i)/l_i, (y_i − f̂_i)/r_i) with l = aL + λ·eL, r = aR + λ·eR (a zero width
+scores 0 where y = f̂ and +∞ elsewhere: no γ can cover that point); the λ with the lowest
+mean pinball loss of the resulting bounds (levels α/2 and 1 − α/2, averaged) wins, ties
+(losses within 16 ulps of the least) going to the first λ in grid order. The chosen γ is then
+raised by the few ulps that rounding in f̂ + γ·r may take away, until the interval, formed as
+`clear_interval` forms it, covers every calibration point whose score is at most the
+conformal one: coverage on the calibration set is ≥ ⌈(n + 1)(1 − α)⌉/n, ties or not. Each λ's scores are one row of a [Λ, n] score matrix whose conformal order
 statistic is selected exactly without sorting (neighbouring λ bracket each other; see
 `_calibrate`), `block` rows at a time so that memory stays O(block·n).
 'fixed_lambda' calibrates γ alone at a given λ (default 1).
@@ -26,10 +30,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.checks import is_traced
 from iclr_jax.uq.select import kth_smallest
 
 MODES = ("optimize_both", "fixed_lambda")
-_FLOOR = 1e-8
+_FLOOR = 1e-8  # only for λ ratios in the bracket; scores have no floor
+_TIE_ULPS = 16
 
 
 def default_lambdas() -> np.ndarray:
@@ -47,7 +53,7 @@ class ClearParams(NamedTuple):
 def check_values(arrays: dict, pairs=()) -> None:
   """ValueError for NaN/inf in any named array, or lower > upper in a (lower, upper) pair of
   names. Skipped for traced values (inside jit the caller is responsible)."""
-  if any(isinstance(a, jax.core.Tracer) for a in arrays.values()):
+  if is_traced(arrays):
     return
   host = {k: np.asarray(v) for k, v in arrays.items()}
   for name, a in host.items():
@@ -123,6 +129,9 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
                     mode: str = "optimize_both", lambdas=None) -> ClearParams:
   """Calibrates (γ1, γ2 = λ·γ1) on calibration points; every input is [n].
 
+  Host-side: it checks its inputs and adjusts γ on concrete values, so it cannot run inside
+  `jit` (a traced input is a ValueError); `clear_interval` can.
+
   Args:
     y: [n] targets.
     median_epistemic, epistemic_lower, epistemic_upper: [n] f̂ and the epistemic quantiles.
@@ -131,28 +140,69 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
     alpha: miscoverage (target coverage 1 − α).
     mode: 'optimize_both' (λ over the grid, γ conformal) or 'fixed_lambda' (λ = lambdas[0],
       default 1; γ conformal).
-    lambdas: the λ grid (default `default_lambdas()`); ties go to the first λ.
+    lambdas: the λ grid of finite values ≥ 0 (default `default_lambdas()`); ties go to the
+      first λ.
 
   Returns:
-    ClearParams. With n < 1/α − 1 the conformal level is 1 and γ is the largest score
-    (no finite-sample guarantee is possible then).
+    ClearParams in the inputs' float precision. With n < 1/α − 1 the conformal level is 1
+    and γ is the largest score (no finite-sample guarantee is possible then).
+
+  Raises:
+    ValueError: bad shapes or values, or bands of zero width at so many points where y ≠ f̂
+      that no γ reaches the conformal level for any λ.
   """
-  f, a_left, a_right, e_left, e_right = _parts(
-      median_epistemic, epistemic_lower, epistemic_upper, aleatoric_median, aleatoric_lower,
-      aleatoric_upper)
+  inputs = dict(median_epistemic=median_epistemic, epistemic_lower=epistemic_lower,
+                epistemic_upper=epistemic_upper, aleatoric_median=aleatoric_median,
+                aleatoric_lower=aleatoric_lower, aleatoric_upper=aleatoric_upper)
+  if is_traced(y, inputs, lambdas):
+    raise ValueError("calibrate_clear is host-side (it adjusts γ on concrete values); call it "
+                     "outside jit/vmap/grad and use clear_interval inside")
+  f, a_left, a_right, e_left, e_right = _parts(**inputs)
   y = jnp.asarray(y, f.dtype)
   n = f.shape[0]
   _check(y, n, alpha, mode)
   check_values({"y": y})
+  lam = _grid(lambdas, mode, f.dtype)
+  index = conformal_index(n, alpha)
+  params = _calibrate(y, f, a_left, a_right, e_left, e_right, lam, index=index,
+                      alpha=float(alpha))
+  if not np.isfinite(float(params.gamma1)):
+    flat = np.asarray((a_left + a_right + e_left + e_right == 0) & (y != f))
+    raise ValueError(f"no γ reaches coverage {1 - alpha:g} for any λ: the bands have zero "
+                     f"width where y differs from median_epistemic at {int(flat.sum())} of "
+                     f"{n} points")
+  return _cover_calibration(params, y, inputs, need=index + 1)
+
+
+def _grid(lambdas, mode, dtype) -> jax.Array:
   if lambdas is None:
     lambdas = default_lambdas() if mode == "optimize_both" else np.array([1.0])
-  lam = jnp.atleast_1d(jnp.asarray(lambdas, f.dtype))
-  if lam.ndim != 1 or not bool(jnp.all(lam >= 0)):
-    raise ValueError(f"lambdas must be a 1-D grid of values >= 0, got {lambdas!r}")
+  host = np.atleast_1d(np.asarray(lambdas, np.float64))
+  if host.ndim != 1 or host.size == 0 or not np.all(np.isfinite(host)) or np.any(host < 0):
+    raise ValueError(f"lambdas must be a non-empty 1-D grid of finite values >= 0, got "
+                     f"{lambdas!r}")
   if mode == "fixed_lambda":
-    lam = lam[:1]
-  return _calibrate(y, f, a_left, a_right, e_left, e_right, lam,
-                    index=conformal_index(n, alpha), alpha=float(alpha))
+    host = host[:1]
+  return jnp.asarray(host, dtype)
+
+
+def _cover_calibration(params: ClearParams, y, inputs, *, need: int) -> ClearParams:
+  """Raises γ1 (γ2 = λ·γ1 with it) by ulps until `clear_interval` covers `need` calibration
+  points: the selected score s = d/r satisfies s·r ≥ d in exact arithmetic, but f̂ + γ·r can
+  round one ulp below y."""
+  y = np.asarray(y)
+  gamma, lam = params.gamma1, params.lambda_
+  for i in range(64):
+    candidate = ClearParams(gamma, lam * gamma, lam)
+    lower, upper = clear_interval(candidate, **inputs)
+    if int(np.sum((y >= np.asarray(lower)) & (y <= np.asarray(upper)))) >= need:
+      return candidate
+    if i < 16:
+      gamma = jnp.nextafter(gamma, jnp.asarray(np.inf, gamma.dtype))
+    else:  # far from the ulp scale (|f̂| ≫ γ·r): grow geometrically
+      gamma = gamma * (1 + jnp.finfo(gamma.dtype).eps * 2.0 ** (i - 15))
+  raise ValueError("could not widen γ to cover the calibration points (inputs of wildly "
+                   "different magnitudes?)")
 
 
 @partial(jax.jit, static_argnames=("index", "alpha", "block", "capacity"))
@@ -182,19 +232,22 @@ def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha
 
   def gamma_and_loss(lams, lower=None, upper=None):  # [b] -> ([b], [b])
     width = a + lams[:, None] * e  # [b, n]
-    gamma = kth_smallest(dist / jnp.maximum(width, _FLOOR), index, lower=lower,
-                         upper=upper, capacity=capacity)
+    scores = jnp.where(width > 0, dist / jnp.where(width > 0, width, 1.0),
+                       jnp.where(dist > 0, jnp.inf, 0.0))
+    gamma = kth_smallest(scores, index, lower=lower, upper=upper, capacity=capacity)
     # The mean pinball loss of the bounds at α/2 and 1 − α/2, averaged. Per point it is
     # (α/2)·γ·(l + r) plus the excess of y beyond the bound on its side (pinball(d) =
     # τ·d + relu(−d) = (τ − 1)·d + relu(d)), so one pass over the points suffices.
-    excess = jnp.sum(jnp.maximum(dist - gamma[:, None] * width, 0.0), axis=-1)
-    return gamma, (0.5 * alpha * gamma * (widths_a + lams * widths_e) + excess) / (2 * n)
+    reach = jnp.where(width > 0, gamma[:, None] * width, 0.0)  # no inf · 0
+    excess = jnp.sum(jnp.maximum(dist - reach, 0.0), axis=-1)
+    loss = (0.5 * alpha * gamma * (widths_a + lams * widths_e) + excess) / (2 * n)
+    return gamma, jnp.where(jnp.isfinite(gamma), loss, jnp.inf)
 
   def step(carry, lams):
     prev_gamma, prev_lams = carry
     shrink = jnp.where(prev_lams > 0, prev_lams / jnp.maximum(lams, _FLOOR), 0.0)
-    gamma, loss = gamma_and_loss(lams, prev_gamma * shrink * (1 - slack),
-                                 prev_gamma * (1 + slack))
+    lower = jnp.where(shrink > 0, prev_gamma * shrink * (1 - slack), 0.0)  # no inf · 0
+    gamma, loss = gamma_and_loss(lams, lower, prev_gamma * (1 + slack))
     return (gamma, lams), (gamma, loss)
 
   gamma, loss = gamma_and_loss(runs[0])
@@ -204,7 +257,8 @@ def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha
     loss = jnp.concatenate([loss[None], losses])
   gamma = jnp.zeros_like(lam).at[order].set(gamma.T.reshape(-1)[:num])  # grid order again
   loss = jnp.zeros_like(lam).at[order].set(loss.T.reshape(-1)[:num])
-  best = jnp.argmin(loss)
+  least = jnp.min(loss)
+  best = jnp.argmax(loss <= least + _TIE_ULPS * jnp.finfo(loss.dtype).eps * jnp.abs(least))
   return ClearParams(gamma1=gamma[best], gamma2=lam[best] * gamma[best], lambda_=lam[best])
 
 

@@ -65,7 +65,7 @@ def test_gvpo_case_table():
     (lambda: rl.group_advantages(np.ones((2, 3)), scale="std"), "scale must be one of"),
     (lambda: rl.group_advantages(np.ones(3)), r"rewards must be \[num_prompts"),
     (lambda: rl.gvpo_advantages(np.ones((2, 3)), np.ones((2, 3, 4), int), b=-0.1),
-     "b must be >= 0"),
+     r"b must lie in \[0.0, inf\], got -0.1"),
     (lambda: rl.gvpo_advantages(np.ones((2, 3)), np.ones((2, 4, 4), int)),
      r"turn_status must be \[Q, G, T\] = \[2, 3, T\]"),
 ])

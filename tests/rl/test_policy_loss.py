@@ -87,7 +87,7 @@ def test_policy_loss_gradients(rng, kw):
 @pytest.mark.parametrize("kwargs,match", [
     ({"aggregation": "mean"}, "aggregation must be one of"),
     ({"kl_estimator": "k4"}, "kl_estimator must be one of"),
-    ({"dual_clip": 1.0}, "dual_clip must be None or > 1"),
+    ({"dual_clip": 1.0}, r"dual_clip \(verl uses 3\) must lie in \(1.0, inf\], got 1.0"),
     ({"importance_level": "turn"}, "importance_level must be one of"),
     ({"kl_coef": 0.1}, "needs ref_logp"),
 ])

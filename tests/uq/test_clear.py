@@ -8,27 +8,36 @@ import pytest
 from iclr_jax.uq import calibrate_clear, clear_interval, default_lambdas
 
 
-def numpy_clear(y, f, e_lo, e_hi, q_med, q_lo, q_hi, alpha, lambdas):
-  """The spec's procedure written out: a loop over λ, np.quantile(method='higher')."""
+def numpy_clear(y, f, e_lo, e_hi, q_med, q_lo, q_hi, alpha, lambdas, tie_ulps=16):
+  """The spec's procedure written out: a loop over λ, np.quantile(method='higher'); a zero
+  width scores +inf (0 where y = f̂); losses within `tie_ulps` of the least go to the first λ."""
   q_lo, q_hi = np.minimum(q_lo, q_med), np.maximum(q_hi, q_med)
   e_lo, e_hi = np.minimum(e_lo, f), np.maximum(e_hi, f)
   a_l, a_r, e_l, e_r = q_med - q_lo, q_hi - q_med, f - e_lo, e_hi - f
   n = len(y)
   level = min((1 - alpha) * (1 + 1 / n), 1)
-  best = (np.inf, None, None)
+
+  def score(dev, width):
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return np.where(width > 0, dev / width, np.where(dev > 0, np.inf, 0.0))
+
+  def pinball(q, tau):
+    d = y - q
+    return np.mean(np.maximum(tau * d, (tau - 1) * d))
+  losses, gammas = [], []
   for lam in lambdas:
     left, right = a_l + lam * e_l, a_r + lam * e_r
-    s = np.maximum((f - y) / np.maximum(left, 1e-8), (y - f) / np.maximum(right, 1e-8))
+    s = np.maximum(score(f - y, left), score(y - f, right))
     gamma = np.quantile(s, level, method="higher")
-    lower, upper = f - gamma * left, f + gamma * right
-
-    def pinball(q, tau):
-      d = y - q
-      return np.mean(np.maximum(tau * d, (tau - 1) * d))
-    loss = 0.5 * (pinball(lower, alpha / 2) + pinball(upper, 1 - alpha / 2))
-    if loss < best[0]:
-      best = (loss, lam, gamma)
-  return best[1], best[2]
+    if not np.isfinite(gamma):  # some point of zero width stays uncovered
+      losses.append(np.inf)
+    else:
+      lower, upper = f - gamma * left, f + gamma * right
+      losses.append(0.5 * (pinball(lower, alpha / 2) + pinball(upper, 1 - alpha / 2)))
+    gammas.append(gamma)
+  losses = np.array(losses)
+  best = int(np.argmax(losses <= losses.min() * (1 + tie_ulps * np.finfo(np.float64).eps)))
+  return lambdas[best], gammas[best]
 
 
 def _inputs(rng, n):
@@ -104,14 +113,25 @@ def test_degenerate_inputs():
                            aleatoric_lower=f - ones, aleatoric_upper=f + ones,
                            mode="fixed_lambda", lambdas=[1.0])
   assert float(params.gamma1) == pytest.approx(1.0)  # max(|y|/2) = 2/2
-  # Zero-width components everywhere: scores are |y − f| / 1e-8, finite, and the interval
-  # still covers the calibration points at the conformal level.
+  # Zero-width bands where y ≠ f̂: no γ can cover those points; a clear error, not γ·0.
   zero = dict(median_epistemic=f, epistemic_lower=f, epistemic_upper=f, aleatoric_median=f,
               aleatoric_lower=f, aleatoric_upper=f)
-  params = calibrate_clear(y, lambdas=[0.0, 1.0], **zero)
-  assert np.isfinite(float(params.gamma1))
-  # Ties in the loss go to the first λ.
-  assert float(params.lambda_) == 0.0
+  with pytest.raises(ValueError, match=r"zero width where y differs from median_epistemic "
+                                       r"at 2 of 3 points"):
+    calibrate_clear(y, lambdas=[0.0, 1.0], **zero)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_loss_ties_go_to_the_first_lambda(rng, x64):
+  # A zero epistemic band makes every λ give the same interval: the first λ must win in
+  # either precision, and the jitted selection must not pick a rounding-noise minimum.
+  y, parts = _inputs(rng, 500)
+  f = parts["median_epistemic"]
+  parts = dict(parts, epistemic_lower=f, epistemic_upper=f)
+  grid = np.array([0.7, 0.0, 3.0, 0.7, 10.0])
+  with jax.enable_x64(x64):
+    got = calibrate_clear(y, lambdas=grid, **parts)
+  assert float(got.lambda_) == float(np.asarray(0.7, got.lambda_.dtype))
 
 
 def test_bad_input(rng):
@@ -125,8 +145,12 @@ def test_bad_input(rng):
   bad = dict(parts, aleatoric_upper=parts["aleatoric_upper"][:5])
   with pytest.raises(ValueError, match="aleatoric_upper must be \\[n\\] with n = 20"):
     calibrate_clear(y, **bad)
-  with pytest.raises(ValueError, match="lambdas must be a 1-D grid of values >= 0"):
-    calibrate_clear(y, lambdas=[-1.0, 2.0], **parts)
+  for grid in ([-1.0, 2.0], [np.inf, 1.0], [], [[1.0]]):
+    with pytest.raises(ValueError, match="lambdas must be a non-empty 1-D grid of finite "
+                                         "values >= 0"):
+      calibrate_clear(y, lambdas=grid, **parts)
+  with pytest.raises(ValueError, match="calibrate_clear is host-side"):
+    jax.jit(lambda y: calibrate_clear(y, **parts))(y)
 
 
 def test_unsorted_grid_with_repeats_matches_reference(rng):
