@@ -17,7 +17,11 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfcx, log_ndtr, ndtri
 
+from iclr_jax.checks import is_traced
 from iclr_jax.diffusion.duality import gaussian_scales
+
+
+TAU_MIN = 1e-12
 
 
 class CurriculumSample(NamedTuple):
@@ -39,8 +43,9 @@ def _check(vocab_size: int, k: int | None, tau: float) -> None:
     raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
   if k is not None and not 1 <= k < vocab_size - 1:
     raise ValueError(f"k must be in [1, vocab_size - 1) = [1, {vocab_size - 1}), got {k}")
-  if not tau > 0:
-    raise ValueError(f"tau must be > 0, got {tau}")
+  if is_traced(tau) or not TAU_MIN <= tau < float("inf"):
+    raise ValueError(f"tau must be a static number in [{TAU_MIN}, inf) (smaller temperatures "
+                     f"overflow float32; the weights are one-hot long before), got {tau}")
 
 
 def full_curriculum(key: jax.Array, x: jax.Array, *, gamma: jax.typing.ArrayLike,
@@ -129,10 +134,11 @@ def topk_curriculum(key: jax.Array, x: jax.Array, *, gamma: jax.typing.ArrayLike
   Args:
     key: PRNG key.
     x: int [...] clean tokens.
-    gamma: log-SNR parameter γ (scalar or [...]); α̃² = sigmoid(−γ), σ̃² = sigmoid(γ).
+    gamma: log-SNR parameter γ (scalar or [...]); α̃² = sigmoid(−γ), σ̃² = sigmoid(γ);
+      clipped to ±GAMMA_LIMIT (see `gaussian_scales`).
     vocab_size: K.
     k: tracked non-target coordinates, 1 ≤ k < K − 1.
-    tau: softmax temperature τ > 0.
+    tau: static softmax temperature τ ≥ TAU_MIN.
 
   Returns:
     `CurriculumSample`; the model input is Σ_i weights_i · Embedding[ids_i].

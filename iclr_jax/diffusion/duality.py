@@ -19,10 +19,18 @@ from jax.scipy.special import log_ndtr, ndtr
 _HALF_WIDTH = 9.0  # N(z; m, 1) below 1e-17 outside m ± 9
 
 
+GAMMA_LIMIT = 80.0  # beyond ±80 the smaller scale is below e^{−40}: the latent is exact
+
+
 def gaussian_scales(gamma: jax.typing.ArrayLike) -> tuple[jax.Array, jax.Array]:
-  """(α̃, σ̃) = (sqrt(sigmoid(−γ)), sqrt(sigmoid(γ))) of the Gaussian latent at log-SNR −γ."""
-  g = jnp.asarray(gamma, jnp.result_type(float))
-  return jnp.sqrt(jax.nn.sigmoid(-g)), jnp.sqrt(jax.nn.sigmoid(g))
+  """(α̃, σ̃) = (sqrt(sigmoid(−γ)), sqrt(sigmoid(γ))) of the Gaussian latent at log-SNR −γ.
+
+  Computed as exp(½ log sigmoid(±γ)), so neither scale underflows to 0 in float32 for
+  |γ| ≤ GAMMA_LIMIT; γ beyond it is clipped (the latent is then pure signal or pure noise to
+  far below float precision), so ±1e30 gives the limit and never 0/0.
+  """
+  g = jnp.clip(jnp.asarray(gamma, jnp.result_type(float)), -GAMMA_LIMIT, GAMMA_LIMIT)
+  return jnp.exp(0.5 * jax.nn.log_sigmoid(-g)), jnp.exp(0.5 * jax.nn.log_sigmoid(g))
 
 
 def _log_ndtr(z: jax.Array) -> jax.Array:

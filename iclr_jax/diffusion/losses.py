@@ -6,11 +6,11 @@ caller; their time integrals are the diffusion part of the negative ELBO.
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.diffusion._checks import check_in_range, check_vocab
+from iclr_jax.checks import check_range, check_token_ids
+from iclr_jax.diffusion._checks import check_vocab
 
 
 def duo_elbo(x0_pred: jax.Array, x: jax.Array, z_t: jax.Array, *,
@@ -22,17 +22,18 @@ def duo_elbo(x0_pred: jax.Array, x: jax.Array, z_t: jax.Array, *,
 
   Args:
     x0_pred: [..., K] model probabilities x_θ (softmax of its logits).
-    x: int [...] clean tokens.
-    z_t: int [...] noisy tokens.
-    alpha, dalpha: α_t and dα_t/dt, scalars or [...].
+    x: int [...] clean tokens in [0, K).
+    z_t: int [...] noisy tokens in [0, K).
+    alpha, dalpha: α_t ∈ (0, 1) (at 0 and 1 the integrand is 0/0) and dα_t/dt, scalars
+      or [...].
 
   Returns:
-    [...] per-token loss (nats).
+    [...] per-token loss (nats). Concrete bad inputs are a ValueError; traced token ids
+    outside [0, K) give NaN at their positions (never a wrapped id).
   """
   k = check_vocab("x0_pred", x0_pred)
-  chex.assert_equal_shape((x, z_t))
-  chex.assert_equal_shape_prefix((x0_pred, x), x.ndim)
-  check_in_range("alpha", alpha, 0.0, 1.0)
+  x, z_t = _token_pair(x, z_t, x0_pred.shape, k)
+  check_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
   a = jnp.asarray(alpha, x0_pred.dtype)[..., None]
   da = jnp.asarray(dalpha, x0_pred.dtype)
   xbar = k * a * jax.nn.one_hot(x, k, dtype=x0_pred.dtype) + (1.0 - a)
@@ -41,7 +42,23 @@ def duo_elbo(x0_pred: jax.Array, x: jax.Array, z_t: jax.Array, *,
   xi, xti = pick(xbar), pick(xbar_theta)
   log_ratio = (jnp.log(xti) - jnp.log(xi))[..., None] + jnp.log(xbar) - jnp.log(xbar_theta)
   bracket = k / xi - k / xti - jnp.sum(xbar / xi[..., None] * log_ratio, axis=-1)
-  return da / (k * a[..., 0]) * bracket
+  return jnp.where(_in_vocab(x, k) & _in_vocab(z_t, k), da / (k * a[..., 0]) * bracket,
+                   jnp.nan)
+
+
+def _in_vocab(ids, k):
+  return (ids >= 0) & (ids < k)
+
+
+def _token_pair(x, z_t, probs_shape, k):
+  """x and z_t as arrays of the shape `probs_shape[:-1]`, ids checked against k."""
+  x, z_t = jnp.asarray(x), jnp.asarray(z_t)
+  for name, ids in (("x", x), ("z_t", z_t)):
+    if ids.shape != tuple(probs_shape[:-1]):
+      raise ValueError(f"{name} must have shape {tuple(probs_shape[:-1])} (the probabilities' "
+                       f"shape without the vocabulary axis), got {ids.shape}")
+    check_token_ids(name, ids, k)
+  return x, z_t
 
 
 def uniform_prior_kl(x: jax.Array, *, alpha_1: float, vocab_size: int) -> jax.Array:
@@ -81,19 +98,22 @@ def mdlm_loss(log_probs: jax.Array, x: jax.Array, z_t: jax.Array, *,
 
   Args:
     log_probs: [..., V] SUBS log-probabilities (see `subs_log_probs`).
-    x: int [...] clean tokens; z_t: int [...] noisy tokens.
-    alpha, dalpha: α_t, dα_t/dt (scalars or [...]); log-linear gives −(1/t) log p.
+    x: int [...] clean tokens; z_t: int [...] noisy tokens; both in [0, V).
+    alpha, dalpha: α_t ∈ [0, 1) (the weight is dα/(1 − α)), dα_t/dt (scalars or [...]);
+      log-linear gives −(1/t) log p.
 
   Returns:
-    [...] per-token loss (nats).
+    [...] per-token loss (nats); traced ids outside [0, V) give NaN there.
   """
-  chex.assert_equal_shape((x, z_t))
-  check_in_range("alpha", alpha, 0.0, 1.0)
+  x, z_t = _token_pair(x, z_t, log_probs.shape, log_probs.shape[-1])
+  check_range("alpha", alpha, 0.0, 1.0, high_open=True)
   logp_x = jnp.take_along_axis(log_probs, x[..., None], axis=-1)[..., 0]
   dtype = jnp.promote_types(log_probs.dtype, jnp.float32)
   a = jnp.asarray(alpha, dtype)
   weight = jnp.asarray(dalpha, dtype) / (1.0 - a)
-  return jnp.where(z_t == mask_id, weight * logp_x, 0.0)
+  v = log_probs.shape[-1]
+  return jnp.where(_in_vocab(x, v) & _in_vocab(z_t, v),
+                   jnp.where(z_t == mask_id, weight * logp_x, 0.0), jnp.nan)
 
 
 def masked_posterior(x0: jax.Array, z_t: jax.Array, *, alpha_t: jax.typing.ArrayLike,
@@ -101,9 +121,12 @@ def masked_posterior(x0: jax.Array, z_t: jax.Array, *, alpha_t: jax.typing.Array
   """q(z_s | z_t, x0) of masked diffusion: for z_t = mask,
   ((α_s − α_t) x0 + (1 − α_s) e_mask) / (1 − α_t); unmasked tokens stay.
 
-  x0 [..., V] (zero mass on the mask), z_t int [...] -> [..., V].
+  x0 [..., V] (zero mass on the mask), z_t int [...] -> [..., V]; α_t < 1.
   """
   v = x0.shape[-1]
+  check_token_ids("z_t", z_t, v)
+  check_range("alpha_t", alpha_t, 0.0, 1.0, high_open=True)
+  check_range("alpha_s", alpha_s, 0.0, 1.0)
   at = jnp.asarray(alpha_t, x0.dtype)
   as_ = jnp.asarray(alpha_s, x0.dtype)
   at, as_ = (at[..., None] if at.ndim else at), (as_[..., None] if as_.ndim else as_)

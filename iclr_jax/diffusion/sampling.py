@@ -47,6 +47,19 @@ def time_grid(kind: str, *, num_steps: int, t_max: float = 1.0, t_min: float = 1
   return np.concatenate([first, np.full(hold_steps, hold_at), last[1:]])
 
 
+def _check_times(times) -> jax.Array:
+  """A concrete decreasing grid in [0, 1] (holds of equal neighbours allowed), as float32."""
+  host = np.asarray(times, np.float64)
+  if host.ndim != 1 or host.shape[0] < 2:
+    raise ValueError(f"times must be a 1-D grid of >= 2 times, got shape {host.shape}")
+  if not (np.all(np.isfinite(host)) and host.min() >= 0 and host.max() <= 1):
+    raise ValueError(f"times must lie in [0, 1], got values in [{host.min()}, {host.max()}]")
+  if np.any(np.diff(host) > 0) or not host[0] > host[-1]:
+    raise ValueError(f"times must decrease from t_max to t_min (sampling runs from noise to "
+                     f"data; see time_grid), got {host[0]} ... {host[-1]}")
+  return jnp.asarray(host, jnp.float32)
+
+
 def _x0_probs(denoise_fn, z, t, top_p):
   logits = denoise_fn(z, jnp.full(z.shape[:1], t))
   return jax.nn.softmax(top_p_filter(logits.astype(jnp.float32), top_p=top_p), axis=-1)
@@ -67,7 +80,7 @@ def sample_uniform(denoise_fn: DenoiseFn, key: jax.Array, *, batch_size: int, le
     denoise_fn: `(z_t [B, L], t [B]) -> logits [B, L, K]`.
     key: PRNG key.
     batch_size, length, vocab_size: output shape and K.
-    times: decreasing grid `[n + 1]` (see `time_grid`).
+    times: concrete decreasing grid `[n + 1]` in [0, 1] (see `time_grid`).
     schedule: noise schedule name; kappa, eta: κ schedule; top_p: nucleus on x_θ.
     final: after the grid, 'greedy' (argmax x_θ) or 'ancestral' (sample x_θ's clean
       posterior, α_s = 1).
@@ -78,7 +91,7 @@ def sample_uniform(denoise_fn: DenoiseFn, key: jax.Array, *, batch_size: int, le
   if final not in FINAL_STEPS:
     raise ValueError(f"final must be one of {FINAL_STEPS}, got {final!r}")
   uniform.kappa_schedule(kappa, alpha_t=0.5, alpha_s=0.5, eta=eta)  # validates name and eta
-  times = jnp.asarray(times, jnp.float32)
+  times = _check_times(times)
   k_init, k_steps, k_final = jax.random.split(key, 3)
   z = jax.random.randint(k_init, (batch_size, length), 0, vocab_size, jnp.int32)
 
@@ -109,8 +122,9 @@ def sample_masked(denoise_fn: DenoiseFn, key: jax.Array, *, batch_size: int, len
   """Ancestral MDLM sampling from all-mask; remaining masks are filled greedily at the end.
 
   `denoise_fn` returns logits over V tokens including the mask (SUBS is applied here).
+  `times` is a concrete decreasing grid (see `time_grid`).
   """
-  times = jnp.asarray(times, jnp.float32)
+  times = _check_times(times)
   z = jnp.full((batch_size, length), mask_id, jnp.int32)
 
   def x0_probs(z, t):

@@ -12,6 +12,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from iclr_jax.checks import check_range, check_token_ids, float_dtype
 from iclr_jax.diffusion._checks import check_alpha_order, check_in_range, check_vocab
 
 KAPPA_SCHEDULES = ("constant-remdm", "max-capped", "max-rescale", "constant", "pure-pc",
@@ -26,6 +27,7 @@ def _expand(a, like):
 
 def uniform_marginal(x0: jax.Array, *, alpha: jax.typing.ArrayLike) -> jax.Array:
   """q_t(z_t | x) = α_t x + (1 − α_t)/K.  x0 [..., K] -> [..., K]."""
+  x0 = jnp.asarray(x0, float_dtype(x0))
   k = check_vocab("x0", x0)
   check_in_range("alpha", alpha, 0.0, 1.0)
   a = _expand(alpha, x0)
@@ -50,16 +52,24 @@ def uniform_posterior(x0: jax.Array, z_t: jax.Array, *, alpha_t: jax.typing.Arra
   It is Bayes' rule for one-hot x0 and stays a distribution for any x0 on the simplex.
 
   Args:
-    x0: [..., K] probabilities.
-    z_t: int [...] noisy tokens.
-    alpha_t, alpha_s: scalars or [...] with α_s ≥ α_t.
+    x0: [..., K] probabilities (an integer one-hot is promoted to float).
+    z_t: int [...] noisy tokens in [0, K).
+    alpha_t, alpha_s: scalars or [...] with 0 ≤ α_t < 1, 0 < α_s ≤ 1 and α_s ≥ α_t.
 
   Returns:
-    [..., K] probabilities of z_s.
+    [..., K] probabilities of z_s. Concrete bad inputs are a ValueError; traced ones (ids
+    outside [0, K), α_s = 0) give NaN.
   """
+  x0 = jnp.asarray(x0, float_dtype(x0))
+  z_t = jnp.asarray(z_t)
   k = check_vocab("x0", x0)
-  chex.assert_equal_shape_prefix((x0, z_t), z_t.ndim)
+  if x0.shape[:-1] != z_t.shape:
+    raise ValueError(f"z_t must have shape {x0.shape[:-1]} (x0's shape without the "
+                     f"vocabulary axis), got {z_t.shape}")
+  check_token_ids("z_t", z_t, k)
   check_alpha_order(alpha_t, alpha_s)
+  check_range("alpha_t", alpha_t, 0.0, 1.0, high_open=True)
+  check_range("alpha_s", alpha_s, 0.0, 1.0, low_open=True)
   at, as_ = _expand(alpha_t, x0), _expand(alpha_s, x0)
   ats = at / as_
   e_zt = jax.nn.one_hot(z_t, k, dtype=x0.dtype)
@@ -94,6 +104,7 @@ def psi_posterior(x0: jax.Array, z_t: jax.Array, *, alpha_t: jax.typing.ArrayLik
     [..., K].
   """
   check_in_range("kappa", kappa, 0.0, 1.0)
+  x0 = jnp.asarray(x0, float_dtype(x0))
   post = uniform_posterior(x0, z_t, alpha_t=alpha_t, alpha_s=alpha_s)
   corrector = uniform_marginal(clean_posterior(x0, z_t, alpha_t=alpha_t), alpha=alpha_s)
   kap = _expand(kappa, x0)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import chex
 import jax
 import jax.numpy as jnp
+
+from iclr_jax.checks import check_range, check_token_ids, is_traced
 
 
 def top_p_filter(logits: jax.Array, *, top_p: float) -> jax.Array:
@@ -16,14 +17,13 @@ def top_p_filter(logits: jax.Array, *, top_p: float) -> jax.Array:
 
   Args:
     logits: [..., vocab].
-    top_p: in (0, 1]; 1 keeps everything.
+    top_p: in (0, 1]; 1 keeps everything. May be traced.
 
   Returns:
     [..., vocab] filtered logits.
   """
-  if not 0.0 < top_p <= 1.0:
-    raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-  if top_p == 1.0:
+  check_range("top_p", top_p, 0.0, 1.0, low_open=True)
+  if not is_traced(top_p) and top_p == 1.0:
     return logits
   sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]
   probs = jax.nn.softmax(sorted_logits, axis=-1)
@@ -36,13 +36,22 @@ def top_p_filter(logits: jax.Array, *, top_p: float) -> jax.Array:
 
 def sample_logits(key: jax.Array, logits: jax.Array, *, temperature: float = 1.0,
                   top_p: float = 1.0) -> jax.Array:
-  """Draws token ids from `logits` [..., vocab]; temperature 0 is greedy. Returns int32 [...]."""
-  if temperature < 0:
-    raise ValueError(f"temperature must be >= 0, got {temperature}")
-  if temperature == 0:
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-  filtered = top_p_filter(logits.astype(jnp.float32) / temperature, top_p=top_p)
-  return jax.random.categorical(key, filtered, axis=-1).astype(jnp.int32)
+  """Draws token ids from `logits` [..., vocab]; temperature 0 is greedy. Returns int32 [...].
+
+  temperature and top_p may be traced. A row whose logits hold a NaN yields −1 (no token),
+  not the token 0 that argmax / categorical would silently return.
+  """
+  check_range("temperature", temperature, 0.0)
+  logits = logits.astype(jnp.float32)
+  greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  if not is_traced(temperature) and temperature == 0:
+    tokens = greedy
+  else:
+    safe = jnp.where(temperature > 0, temperature, 1.0)
+    filtered = top_p_filter(logits / safe, top_p=top_p)
+    drawn = jax.random.categorical(key, filtered, axis=-1).astype(jnp.int32)
+    tokens = jnp.where(temperature > 0, drawn, greedy)
+  return jnp.where(jnp.any(jnp.isnan(logits), axis=-1), -1, tokens)
 
 
 def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key: jax.Array,
@@ -54,20 +63,25 @@ def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key
 
   Args:
     logits_fn: tokens int [batch, length] -> logits [batch, length, vocab] (causal).
-    prompt: int [batch, prompt_len], prompt_len >= 1.
+    prompt: int [batch, prompt_len], prompt_len >= 1, ids in [0, vocab) (checked when
+      concrete against the vocabulary of `logits_fn`'s output).
     key: PRNG key.
     num_tokens: tokens to append.
     temperature, top_p: see `sample_logits`.
 
   Returns:
-    int32 [batch, prompt_len + num_tokens].
+    int32 [batch, prompt_len + num_tokens]; a step whose logits are NaN writes −1.
   """
-  chex.assert_rank(prompt, 2)
+  prompt = jnp.asarray(prompt)
+  if prompt.ndim != 2:
+    raise ValueError(f"prompt must be int [batch, prompt_len], got shape {prompt.shape}")
   b, p = prompt.shape
   if p < 1 or num_tokens < 0:
     raise ValueError(f"prompt must have >= 1 token and num_tokens >= 0, got prompt shape "
                      f"{prompt.shape}, num_tokens={num_tokens}")
   buf = jnp.zeros((b, p + num_tokens), jnp.int32).at[:, :p].set(prompt.astype(jnp.int32))
+  vocab = jax.eval_shape(logits_fn, buf).shape[-1]
+  check_token_ids("prompt", prompt, vocab)
 
   def body(i, buf):
     logits = jax.lax.dynamic_index_in_dim(logits_fn(buf), p + i - 1, axis=1, keepdims=False)

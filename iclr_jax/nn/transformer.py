@@ -3,11 +3,11 @@ attention through a pluggable attention function, optional tied embeddings."""
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from iclr_jax.checks import check_token_ids
 from iclr_jax.nn.attention import AttentionFn, make_attention_kernel, rope
 
 NORMS = ("rms", "layer")
@@ -101,9 +101,14 @@ class DecoderLM(nnx.Module):
                                                        dtype=dtype, rngs=rngs)
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
-    chex.assert_rank(tokens, 2)
+    """tokens int [batch, seq] in [0, vocab_size): concrete ids outside are a ValueError;
+    traced ones give NaN logits at their positions (never a wrapped or clipped id)."""
+    if jnp.ndim(tokens) != 2:
+      raise ValueError(f"tokens must be int [batch, seq], got shape {jnp.shape(tokens)}")
+    check_token_ids("tokens", tokens, self.vocab_size)
     positions = jnp.arange(tokens.shape[1])
-    x = self.embed(tokens)
+    valid = (tokens >= 0) & (tokens < self.vocab_size)
+    x = jnp.where(valid[..., None], self.embed(jnp.where(valid, tokens, 0)), jnp.nan)
     for block in self.blocks:
       x = block(x, positions)
     x = self.final_norm(x)

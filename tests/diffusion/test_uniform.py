@@ -114,7 +114,7 @@ def test_bad_input():
     uniform.uniform_posterior(x, z, alpha_t=0.5, alpha_s=0.2)
   with pytest.raises(ValueError, match="vocabulary axis of size >= 2"):
     uniform.uniform_posterior(jnp.ones((2, 1)), z, alpha_t=0.1, alpha_s=0.2)
-  with pytest.raises(AssertionError):
+  with pytest.raises(ValueError, match=r"z_t must have shape \(2,\) \(x0's shape without"):
     uniform.uniform_posterior(x, jnp.zeros((3,), jnp.int32), alpha_t=0.1, alpha_s=0.2)
   with pytest.raises(ValueError, match="kappa schedule must be one of"):
     uniform.kappa_schedule("cosine", alpha_t=0.1, alpha_s=0.2)

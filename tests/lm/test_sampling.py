@@ -58,7 +58,7 @@ def test_generate_runs_the_causal_model_step_by_step():
 
 
 def test_bad_arguments():
-  with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
+  with pytest.raises(ValueError, match=r"top_p must lie in \(0.0, 1.0\], got 0.0"):
     top_p_filter(jnp.zeros(3), top_p=0.0)
-  with pytest.raises(ValueError, match="temperature must be >= 0"):
+  with pytest.raises(ValueError, match=r"temperature must lie in \[0.0, inf\], got -1.0"):
     sample_logits(jax.random.key(0), jnp.zeros(3), temperature=-1.0)

@@ -16,8 +16,9 @@ def _hetero(rng, n):
 def test_quantile_regressor_levels_hold_on_fresh_data():
   rng = np.random.default_rng(0)
   x, y, _ = _hetero(rng, 2000)
-  model = estimators.fit_quantile_regressor(jax.random.key(0), x, y, hidden=(32, 32),
-                                            steps=1500, lr=5e-3)
+  # The function's default schedule (3000 steps at 3e-3): at 1500 steps the median's level
+  # sat at the tolerance's edge (0.530).
+  model = estimators.fit_quantile_regressor(jax.random.key(0), x, y, hidden=(32, 32))
   x2, y2, scale2 = _hetero(rng, 20000)
   taus = [0.05, 0.5, 0.95]
   q = np.asarray(estimators.quantile_predict(model, x2, taus))
