@@ -26,6 +26,8 @@ import time
 
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _METHODS = flags.DEFINE_list("methods", ["race", "xla", "blockwise", "performer"], "Methods.")
 _N_MIN = flags.DEFINE_integer("n_min", 1024, "First sequence length.")
 _N_MAX = flags.DEFINE_integer("n_max", 1 << 22, "Last sequence length of the doubling sweep.")
@@ -38,6 +40,7 @@ _BETA = flags.DEFINE_float("beta", 4.0, "RACE inverse temperature.")
 _FEATURES = flags.DEFINE_integer("features", 64, "Performer random features.")
 _CHUNK = flags.DEFINE_integer("chunk", 128, "Chunk (RACE, Performer) / block (blockwise) size.")
 _OUT = flags.DEFINE_string("out", "bench_results/attention.json", "JSON output.")
+cli.validate_list(_METHODS, choices=("race", "xla", "blockwise", "performer", "xla_per_head"))
 _APPEND = flags.DEFINE_bool("append", False, "Merge with the rows already in --out (a new row "
                             "replaces the same method and N); the table shows them all.")
 _CASE = flags.DEFINE_string("case", None, "Internal: run one case 'method,N' and print JSON.")
@@ -201,4 +204,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

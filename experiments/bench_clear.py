@@ -13,9 +13,12 @@ import time
 
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _SIZES = flags.DEFINE_list("sizes", ["5000", "50000"], "Calibration set sizes n.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs (median reported).")
 _OUT = flags.DEFINE_string("out", "bench_results/clear.json", "JSON output.")
+cli.validate_list(_SIZES)
 
 
 def numpy_loop(y, f, a_l, a_r, e_l, e_r, alpha, lambdas):
@@ -73,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

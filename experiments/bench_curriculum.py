@@ -23,6 +23,8 @@ import time
 
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _VOCAB = flags.DEFINE_list("vocab", ["4096", "50257"], "Vocabulary sizes K.")
 _SIZES = flags.DEFINE_list("sizes", ["8x128", "16x256"], "batch x length cases.")
 _TOPK = flags.DEFINE_list("topk", ["2", "3", "5"], "k values of the top-k curriculum.")
@@ -33,6 +35,8 @@ _LOSS_CHUNK = flags.DEFINE_integer(
     "loss_chunk", 0, "config.model.loss_chunk: > 0 runs head + loss per chunk of tokens, so "
     "the [B·L, K] logits are not kept for the backward pass (same for both curricula).")
 _OUT = flags.DEFINE_string("out", "bench_results/curriculum.json", "JSON output.")
+cli.validate_list(_VOCAB)
+cli.validate_list(_TOPK)
 _CASE = flags.DEFINE_string("case", None, "Internal: run one case 'algo,K,B,L' and print JSON.")
 
 
@@ -127,4 +131,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -20,6 +20,8 @@ import time
 import numpy as np
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _SIZES = flags.DEFINE_list("sizes", ["500", "1000", "2000"], "Points per side n = |A| = |B|.")
 _CLOUDS = flags.DEFINE_list("clouds", ["uniform2", "uniform10", "gaussian2", "gaussian10",
                                        "clustered2", "clustered10", "digits"], "Point clouds.")
@@ -28,6 +30,10 @@ _EPS = flags.DEFINE_float("eps", 0.1, "Approximation slack ε.")
 _POT_MAX = flags.DEFINE_integer("pot_max", 10000, "Largest n per side for POT's exact solver.")
 _SINKHORN = flags.DEFINE_bool("sinkhorn", True, "Also run ott-jax Sinkhorn (finite p).")
 _OUT = flags.DEFINE_string("out", "bench_results/ot.json", "JSON output.")
+cli.validate_list(_SIZES)
+cli.validate_list(_PS, kind="float")
+cli.validate_list(_CLOUDS, choices=("uniform2", "uniform10", "gaussian2", "gaussian10",
+                                     "clustered2", "clustered10", "digits"))
 _PLOT = flags.DEFINE_string("plot", "bench_results/ot.png", "Plot output ('' for none).")
 
 
@@ -147,4 +153,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

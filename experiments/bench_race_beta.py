@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _BETAS = flags.DEFINE_list("betas", ["0.125", "1", "2", "4", "8", "16", "64"], "β values.")
 _TABLES = flags.DEFINE_integer("tables", 64, "RACE tables L (many: isolates β's bias).")
 _PLANES = flags.DEFINE_integer("planes", 4, "Hyperplanes P.")
 _N = flags.DEFINE_integer("n", 1024, "Sequence length.")
 _SEEDS = flags.DEFINE_integer("seeds", 3, "Plane draws averaged.")
 _OUT = flags.DEFINE_string("out", "bench_results/race_beta.json", "JSON output.")
+cli.validate_list(_BETAS, kind="float")
 
 
 def main(argv):
@@ -70,4 +73,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

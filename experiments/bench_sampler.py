@@ -11,6 +11,8 @@ import time
 
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _VOCAB = flags.DEFINE_integer("vocab", 2048, "Vocabulary size K.")
 _BATCH = flags.DEFINE_integer("batch", 32, "Sequences per call.")
 _LENGTH = flags.DEFINE_integer("length", 128, "Tokens per sequence.")
@@ -18,6 +20,7 @@ _STEPS = flags.DEFINE_list("steps", ["16", "64"], "Sampling steps.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls (median reported).")
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Nucleus on x_θ (< 1 sorts the vocabulary per step).")
 _OUT = flags.DEFINE_string("out", "bench_results/sampler.json", "JSON output.")
+cli.validate_list(_STEPS)
 
 SAMPLERS = {"ancestral": dict(kappa="pure-posterior"),
             "psi max-capped 0.02": dict(kappa="max-capped", eta=0.02),
@@ -66,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -67,6 +67,7 @@ def main(argv):
   base = cli.start(argv, _CONFIG, multihost=_MULTIHOST.value)
   config_arg = cli.config_flag_value()
   root = _WORKDIR.value or cli.default_workdir(config_arg) + "_sweep"
+  cli.prepare_workdir(root)
   try:
     points = (sweep_lib.grid(sweep_lib.parse_sweep_specs(_SWEEP.value)) if _SWEEP.value
               else config_module_sweep(config_arg))

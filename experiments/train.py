@@ -30,6 +30,7 @@ flags.mark_flags_as_required(["config"])
 def main(argv):
   config = cli.start(argv, _CONFIG, multihost=_MULTIHOST.value)
   workdir = _WORKDIR.value or cli.default_workdir(cli.config_flag_value())
+  cli.prepare_workdir(workdir)
   logging.info("workdir: %s", os.path.abspath(workdir))
   try:
     final = run_experiment(config, workdir)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.attention.linear import check_qkv
+from iclr_jax.attention.linear import as_float, check_causal, check_qkv
 from iclr_jax.attention.linear import grouped as _group
+from iclr_jax.attention.race import l2_normalize
+from iclr_jax.checks import check_range, static_number
 
 
 def angular_attention(query: jax.Array, key: jax.Array, value: jax.Array, *,
@@ -18,14 +20,14 @@ def angular_attention(query: jax.Array, key: jax.Array, value: jax.Array, *,
 
   query [B, N, H, d], key [B, M, H_kv, d], value [B, M, H_kv, d_v] -> [B, N, H, d_v] (float32
   or the inputs' wider dtype)."""
+  query, key, value = as_float(query, key, value)
   check_qkv(query, key, value)
-  if not gamma > 0:
-    raise ValueError(f"gamma must be > 0, got {gamma}")
+  causal = check_causal(causal, query.shape[1], key.shape[1])
+  check_range("gamma", gamma, 0.0, low_open=True)
   dtype = jnp.promote_types(query.dtype, jnp.float32)
   q = _group(query.astype(dtype), key.shape[2])
   k = key.astype(dtype)
-  qn = q / jnp.linalg.norm(q, axis=-1, keepdims=True)
-  kn = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+  qn, kn = l2_normalize(q), l2_normalize(k)  # a zero vector is at angle π/2 from everything
   cos = jnp.clip(jnp.einsum("bihgd,bjhd->bhgij", qn, kn), -1.0, 1.0)
   sim = (1.0 - jnp.arccos(cos) / jnp.pi) ** gamma
   if causal:
@@ -44,11 +46,14 @@ def blockwise_attention(query: jax.Array, key: jax.Array, value: jax.Array, *,
   so that the backward pass recomputes a query block's scan instead of storing it. Time stays
   O(N·M): the exact baseline linear-time attention is measured against.
   """
+  query, key, value = as_float(query, key, value)
   check_qkv(query, key, value)
   b, n, h, d = query.shape
   m, hk, dv = key.shape[1], key.shape[2], value.shape[-1]
-  if causal and n != m:
-    raise ValueError(f"causal attention needs equal query/key lengths, got {n} and {m}")
+  causal = check_causal(causal, n, m)
+  block_size = static_number("block_size", block_size, integer=True)
+  if block_size < 1:
+    raise ValueError(f"block_size must be a positive int, got {block_size}")
   blk = int(min(block_size, max(n, m)))
   pad_q, pad_k = -n % blk, -m % blk
   q = jnp.pad(query.astype(jnp.float32) / jnp.sqrt(d), [(0, 0), (0, pad_q), (0, 0), (0, 0)])

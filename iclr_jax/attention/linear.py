@@ -22,6 +22,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from iclr_jax.checks import static_number
 
 FeatureFn = Callable[[Any, jax.Array], jax.Array]  # (params, x [..., d]) -> [..., S] >= 0
 
@@ -95,9 +98,16 @@ def _causal_chunk(feature_fn, params, q, k, v, valid, state):
   num = (jnp.einsum("bhgij,bjhe->bihge", scores, v)
          + jnp.einsum("bihgs,bhse->bihge", fq, kv_state))
   den = jnp.einsum("bhgij->bihg", scores) + jnp.einsum("bihgs,bhs->bihg", fq, k_state)
-  o = num / jnp.where(den > 0, den, 1.0)[..., None]
+  o = _ratio(num, den)
   new_state = (kv_state + jnp.einsum("bjhs,bjhe->bhse", fk, v), k_state + fk.sum(1))
   return o.reshape(q.shape[:3] + (v.shape[-1],)), new_state
+
+
+def _ratio(num, den):
+  """num / den; a row whose every feature product underflowed (den = 0) is NaN, not a silent
+  0 (the select keeps the gradient finite elsewhere)."""
+  ok = (den > 0)[..., None]
+  return jnp.where(ok, num / jnp.where(ok, den[..., None], 1.0), jnp.nan)
 
 
 def _causal_init(feature_fn, params, q, v):
@@ -178,7 +188,7 @@ def _query_chunk(feature_fn, params, q, totals):
   fq = feature_fn(params, grouped(_acc(q), kv.shape[1]))
   num = jnp.einsum("bihgs,bhse->bihge", fq, kv)
   den = jnp.einsum("bihgs,bhs->bihg", fq, ksum)
-  o = num / jnp.where(den > 0, den, 1.0)[..., None]
+  o = _ratio(num, den)
   return o.reshape(q.shape[:3] + (kv.shape[-1],))
 
 
@@ -259,21 +269,47 @@ def linear_attention(feature_fn: FeatureFn, params, query, key, value, *, causal
   chunk_size: tokens per chunk (default min(N, 128), the setting benchmarked); the causal
     path needs N == M.
   """
+  query, key, value = as_float(query, key, value)
   check_qkv(query, key, value)
   n, m = query.shape[1], key.shape[1]
-  if causal and n != m:
-    raise ValueError(f"causal attention needs equal query/key lengths, got {n} and {m}")
-  chunk = int(chunk_size or min(max(n, m), 128))
-  if chunk < 1:
-    raise ValueError(f"chunk_size must be a positive int, got {chunk_size}")
+  causal = check_causal(causal, n, m)
+  chunk = chunk_length(chunk_size, n, m)
   fn = causal_linear_attention if causal else noncausal_linear_attention
   return fn(feature_fn, chunk, params, query, key, value)
+
+
+def chunk_length(chunk_size, n: int, m: int) -> int:
+  """The static chunk length: `chunk_size`, or min(max(n, m), 128) when None."""
+  if chunk_size is None:
+    return min(max(n, m), 128)
+  chunk = static_number("chunk_size", chunk_size, integer=True)
+  if chunk < 1:
+    raise ValueError(f"chunk_size must be a positive int, got {chunk_size}")
+  return chunk
+
+
+def as_float(*arrays) -> tuple[jax.Array, ...]:
+  """Integer or bool q/k/v become the default float; float inputs keep their dtype."""
+  return tuple(jnp.asarray(x) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)
+               else jnp.asarray(x, jnp.result_type(float)) for x in arrays)
+
+
+def check_causal(causal, n: int, m: int) -> bool:
+  """`causal` as a static bool (it selects the algorithm), with equal lengths when True."""
+  if isinstance(causal, jax.core.Tracer) or not isinstance(causal, (bool, np.bool_)):
+    raise ValueError(f"causal must be a static Python bool (it selects the algorithm), got "
+                     f"{type(causal).__name__}")
+  if causal and n != m:
+    raise ValueError(f"causal attention needs equal query/key lengths, got {n} and {m}")
+  return bool(causal)
 
 
 def naive_linear_attention(feature_fn: FeatureFn, params, query, key, value, *,
                            causal: bool) -> jax.Array:
   """The same estimator as a masked quadratic form (O(N·M) memory): tests and small inputs."""
+  query, key, value = as_float(query, key, value)
   check_qkv(query, key, value)
+  causal = check_causal(causal, query.shape[1], key.shape[1])
   hk = key.shape[2]
   fq = feature_fn(params, grouped(_acc(query), hk))
   fk = feature_fn(params, _acc(key))

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclr_jax.attention import linear
+from iclr_jax.checks import check_range
 
 
 class RaceParams(NamedTuple):
@@ -67,7 +68,10 @@ def race_features(params: RaceParams, x: jax.Array) -> jax.Array:
   planes, beta = params
   num_tables, num_planes, _ = planes.shape
   proj = jnp.tanh(jnp.einsum("...d,lpd->...lp", l2_normalize(x), planes.astype(x.dtype)))
-  logits = beta * jnp.einsum("...lp,rp->...lr", proj, corners(num_planes).astype(x.dtype))
+  raw = jnp.einsum("...lp,rp->...lr", proj, corners(num_planes).astype(x.dtype))
+  # Shifted before scaling: a huge β then sends the others to −inf (a hard hash), never
+  # inf − inf.
+  logits = beta * (raw - jax.lax.stop_gradient(raw.max(-1, keepdims=True)))
   probs = jax.nn.softmax(logits, axis=-1)
   return probs.reshape(x.shape[:-1] + (num_tables * 2 ** num_planes,))
 
@@ -77,12 +81,7 @@ def _check(query, planes, beta) -> None:
   if planes.ndim != 3 or planes.shape[-1] != query.shape[-1]:
     raise ValueError(f"planes must be [num_tables, num_hyperplanes, head_dim={query.shape[-1]}]"
                      f", got shape {planes.shape}")
-  try:
-    b = float(beta)
-  except (TypeError, jax.errors.ConcretizationTypeError):
-    return  # traced (e.g. learnable β under jit): nothing to check here
-  if not b > 0:
-    raise ValueError(f"beta must be > 0, got {b}")
+  check_range("beta", beta, 0.0, float("inf"), low_open=True, high_open=True)
 
 
 def race_attention(query: jax.Array, key: jax.Array, value: jax.Array, *, planes: jax.Array,
@@ -95,7 +94,8 @@ def race_attention(query: jax.Array, key: jax.Array, value: jax.Array, *, planes
     key: [batch, seq_k, kv_heads, head_dim] (heads a multiple of kv_heads).
     value: [batch, seq_k, kv_heads, head_dim_v].
     planes: [num_tables, num_hyperplanes, head_dim] (`make_race_planes`), held fixed.
-    beta: inverse temperature of the soft hash (> 0); may be a traced, learnable scalar.
+    beta: inverse temperature of the soft hash (finite, > 0); may be a traced, learnable
+      scalar (then checked by `checkify` only; see `iclr_jax.checks`).
     causal: position i attends to j ≤ i (needs seq_q == seq_k).
     chunk_size: tokens per chunk of the linear-memory scans (default min(seq, 128)).
 

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr
 
+from iclr_jax.checks import check_range
+
 _HALF_WIDTH = 9.0  # N(z; m, 1) below 1e-17 outside m ± 9
 
 
@@ -87,9 +89,11 @@ def duality_gamma(alpha: jax.typing.ArrayLike, *, vocab_size: int,
 
   Maps a noise range stated in α to the γ range of the Gaussian curriculum for any vocabulary:
   Duo's OWT range γ ∈ [−3.55, −1.85] is α ∈ [0.049, 0.946] at K = 50257. α outside
-  T(bracket) returns the bracket's end.
+  T(bracket) returns the bracket's end; α outside [0, 1] or NaN is a ValueError when
+  concrete and gives NaN when traced.
   """
   _check_vocab(vocab_size)
+  check_range("alpha", alpha, 0.0, 1.0)
   a = jnp.asarray(alpha, jnp.result_type(float))
   lo = jnp.full(a.shape, bracket[0], a.dtype)
   hi = jnp.full(a.shape, bracket[1], a.dtype)
@@ -101,7 +105,7 @@ def duality_gamma(alpha: jax.typing.ArrayLike, *, vocab_size: int,
     return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
 
   lo, hi = jax.lax.fori_loop(0, iters, step, (lo, hi))
-  return 0.5 * (lo + hi)
+  return jnp.where((a >= 0) & (a <= 1), 0.5 * (lo + hi), jnp.nan)
 
 
 class DualityFit(NamedTuple):

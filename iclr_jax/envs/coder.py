@@ -42,6 +42,7 @@ PAD, BOS, X, ASSIGN, SEMI, RET = (TOKEN[t] for t in ("<pad>", "<bos>", "x", "=",
 OP0, DIGIT0, VAR0, OBS0 = TOKEN["+"], TOKEN["0"], TOKEN["a"], TOKEN["ok"]
 OK, ERR_SYNTAX, ERR_NAME, ERR_DIV, ERR_RANGE, PASS, FAIL = (TOKEN[t] for t in OBS)
 VALUE_LIMIT = 9999
+MAX_STMT_LEN = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,18 @@ class Layout:
   num_turns: int = 6
   stmt_len: int = 6
   num_tests: int = 5
+
+  def __post_init__(self):
+    for name, low, high in (("prompt_len", 2, None), ("num_turns", 1, None),
+                            ("stmt_len", MAX_STMT_LEN, None), ("num_tests", 1, 19)):
+      value = getattr(self, name)
+      if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low
+          or (high is not None and value > high)):
+        why = {"stmt_len": f" (the longest statement, `V = A op B ;`, has {MAX_STMT_LEN} "
+                           "tokens)",
+               "num_tests": " (distinct test inputs are drawn from −9…9)"}.get(name, "")
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"Layout.{name} must be an int {bound}{why}, got {value!r}")
 
   @property
   def turn_len(self) -> int:
@@ -130,7 +143,11 @@ def execute(state: EnvState, stmt: jax.Array, xs: jax.Array, targets: jax.Array
   op = tok[3] - OP0
   value = jnp.where(binary[:, None], _binary(op, a_val, b_val), a_val)
   div0 = binary & (op >= 3) & (b_val == 0).any(-1)
-  out_of_range = (jnp.abs(value) > VALUE_LIMIT).any(-1)
+  # The range check runs in float32 too: an int32 product of inputs beyond the limit can
+  # wrap around to a small value (65536 · 65536 = 0).
+  wide = jnp.where(binary[:, None], _binary(op, a_val.astype(jnp.float32),
+                                            b_val.astype(jnp.float32)), a_val)
+  out_of_range = ((jnp.abs(value) > VALUE_LIMIT) | (jnp.abs(wide) > VALUE_LIMIT)).any(-1)
   correct = (value == targets).all(-1)
   obs = jnp.select(
       [~(copy | binary | ret), ~(a_def & (b_def | ~binary)), div0, out_of_range, ret],
@@ -241,8 +258,11 @@ def sample_tasks(rng: np.random.Generator, n: int, *, families=TRAIN_FAMILIES,
   """`n` tasks with families drawn uniformly from `families`; constants in 1…9 and distinct
   test inputs in −9…9, redrawn until f is defined and within range on every test input."""
   unknown = [f for f in families if f not in FAMILIES]
-  if unknown:
-    raise ValueError(f"families must be (shape, op) pairs from FAMILIES, got {unknown[0]}")
+  if unknown or not len(families):
+    raise ValueError(f"families must be a non-empty list of (shape, op) pairs from FAMILIES, "
+                     f"got {unknown[0] if unknown else families!r}")
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+    raise ValueError(f"n must be an int >= 0, got {n!r}")
   prompt = np.full((n, layout.prompt_len), PAD, np.int32)
   xs = np.zeros((n, layout.num_tests), np.int32)
   targets = np.zeros_like(xs)
@@ -257,6 +277,11 @@ def sample_tasks(rng: np.random.Generator, n: int, *, families=TRAIN_FAMILIES,
       if all(v is not None for v in y):
         break
     words = ["<bos>", *expression_tokens(tree)]
+    code = compile_tree(tree)
+    if len(words) > layout.prompt_len or len(code) > layout.num_turns:
+      raise ValueError(f"layout too small for family {f}: its prompt needs {len(words)} "
+                       f"tokens (prompt_len = {layout.prompt_len}) and its solution "
+                       f"{len(code)} turns (num_turns = {layout.num_turns})")
     prompt[i, layout.prompt_len - len(words):] = [TOKEN[w] for w in words]
     xs[i], targets[i], family[i] = x, y, FAMILIES.index(f)
     solution[i] = solution_tokens(tree, layout)

@@ -15,12 +15,23 @@ def _distances(x, y) -> np.ndarray:
 
 
 def exact_wp(x, y, *, p: float, a=None, b=None) -> float:
-  """W_p^p = min over plans of Σ π·d^p (uniform masses by default), by POT's `ot.emd2`."""
+  """W_p^p = min over plans of Σ π·d^p (uniform masses by default), by POT's `ot.emd2`.
+
+  p is finite, >= 1 (W_∞ is `exact_winf`). The distances are divided by their largest value
+  before the solve and the optimum multiplied back (W_p^p is homogeneous of degree p), so
+  the network simplex's tolerances see the same numbers at every scale.
+  """
   import ot  # pylint: disable=import-outside-toplevel
+  from iclr_jax.ot.solver import check_p  # pylint: disable=import-outside-toplevel
+  p = check_p(p)
+  if p == np.inf:
+    raise ValueError("exact_wp needs a finite p; use exact_winf for p = math.inf")
   d = _distances(x, y)
   a = np.full(d.shape[0], 1 / d.shape[0]) if a is None else np.asarray(a, np.float64)
   b = np.full(d.shape[1], 1 / d.shape[1]) if b is None else np.asarray(b, np.float64)
-  return float(ot.emd2(a, b, d ** p, numItermax=10_000_000))
+  unit = float(d.max()) if d.max() > 0 else 1.0
+  with np.errstate(over="ignore"):
+    return float(ot.emd2(a, b, (d / unit) ** p, numItermax=10_000_000) * np.float64(unit) ** p)
 
 
 def exact_winf(x, y, *, a=None, b=None) -> float:

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.checks import is_traced
 from iclr_jax.ot.auction import auction_assignment, certificate
 from iclr_jax.ot.bottleneck import (bottleneck_threshold, largest_row_or_column_min,
                                     transport_threshold)
@@ -71,30 +72,85 @@ def _check_masses(a, b, n_a, n_b):
   return a, b, uniform
 
 
-def _check_p(p):
-  if not (p == math.inf or (isinstance(p, (int, float)) and p >= 1)):
+def check_p(p) -> float:
+  """p as a float in [1, ∞]: Python and NumPy/JAX scalars alike; bools and NaN rejected."""
+  if isinstance(p, (bool, np.bool_)) or is_traced(p):
     raise ValueError(f"p must be a number >= 1 or math.inf, got {p!r}")
+  try:
+    value = float(np.asarray(p).item()) if np.ndim(p) == 0 else math.nan
+  except (TypeError, ValueError):
+    value = math.nan
+  if not value >= 1:
+    raise ValueError(f"p must be a number >= 1 or math.inf, got {p!r}")
+  return value
+
+
+def _unit_scale(x, y):
+  """(unit, x', y') with x' = (x − c)/unit, y' likewise: the points centred on their bounding
+  box and scaled into [−1, 1]^d (unit = the largest half-extent; 1 if all points coincide).
+  W_p is homogeneous (W_p(x/s, y/s) = W_p(x, y)/s), so the solvers see the same problem at
+  every scale: neither 1e20 nor 1e-20 reaches float32's range."""
+  xs, ys = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  both = np.concatenate([xs, ys])
+  lo, hi = both.min(0), both.max(0)
+  centre, unit = (lo + hi) / 2, float((hi - lo).max() / 2)
+  unit = unit if unit > 0 else 1.0
+  return unit, jnp.asarray((xs - centre) / unit, x.dtype), jnp.asarray((ys - centre) / unit,
+                                                                       x.dtype)
 
 
 def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTResult:
   """A (4+ε)-approximate optimal transport plan between point clouds x and y.
 
+  Host-side: it runs jitted kernels and NumPy between them on concrete inputs, so it cannot
+  be called inside `jit` (a traced input is a ValueError).
+
   Args:
-    x, y: source points [n_a, d] and target points [n_b, d].
-    p: the order, a number >= 1 or `math.inf`.
+    x, y: source points [n_a, d] and target points [n_b, d], of any scale (they are centred
+      and scaled into [−1, 1]^d internally; cost and wp are reported at the input's scale).
+    p: the order, a number >= 1 (Python or NumPy scalar) or `math.inf`.
     eps: approximation slack ε > 0 (the cost is at most (4+ε)^p·W_p^p; (4+ε)·W_∞ for p = ∞).
     key: PRNG key for the sampled cluster centres.
     a, b: optional non-negative masses [n_a], [n_b] with equal totals (default uniform with
       total 1, or the other side's total).
 
   Returns:
-    OTResult with the true-distance cost and a certified approximation factor.
+    OTResult with the true-distance cost and a certified approximation factor; cost, wp and
+    bound are float64 NumPy scalars (cost may be inf where W_p^p itself exceeds float64).
+
+  Raises:
+    ValueError: bad input, or a p so large that the cost ratios of these points overflow
+      float64 (then use p = math.inf).
   """
+  if is_traced(x, y, a, b):
+    raise ValueError("wp_plan is host-side (NumPy between jitted kernels); call it outside "
+                     "jit/vmap/grad")
   x, y = check_points(x, y)
   check_eps(eps)
-  _check_p(p)
+  p = check_p(p)
+  unit, x, y = _unit_scale(x, y)
+  res = _wp_plan_unit(x, y, p=p, eps=eps, key=key, a=a, b=b)
+  with np.errstate(over="ignore"):
+    cost = np.float64(res.cost) * (np.float64(unit) ** p if p != math.inf else unit)
+  wp = np.float64(res.wp) * np.float64(unit)
+  return OTResult(res.plan, cost, wp, np.float64(res.bound))
+
+
+def _check_p_range(p, levels, d_min, eps):
+  """The cost table spans (d_C,max / d_C,min)^p; past float64's range the costs underflow to
+  0 and no certificate is possible."""
+  top = int(jnp.max(levels))
+  if top >= 0 and p != math.inf and p * top * math.log1p(eps / 4) > 600 * math.log(10):
+    raise ValueError(f"p = {p:g} is too large for these points: the ratio of their largest "
+                     f"to smallest cluster distance to the power p overflows float64; use a "
+                     f"smaller p or p = math.inf")
+
+
+def _wp_plan_unit(x, y, *, p, eps, key, a, b) -> OTResult:
+  """`wp_plan` on checked points of unit scale."""
   a, b, assignment_case = _check_masses(a, b, x.shape[0], y.shape[0])
   levels, d_min = cluster_levels(x, y, eps=eps / 2, key=key)
+  _check_p_range(p, levels, d_min, eps / 2)
   n = x.shape[0]
   if p == math.inf:
     if assignment_case:

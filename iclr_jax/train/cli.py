@@ -4,6 +4,7 @@ quiet library logs, default workdirs."""
 from __future__ import annotations
 
 import logging as std_logging
+import math
 import os
 import re
 import sys
@@ -31,8 +32,45 @@ def _exit_with_flag_error(e: Exception) -> None:
   # config_flags embeds the config file's whole traceback; its first and last lines say it.
   lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
   message = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+  missing = re.search(r"No such file or directory: '([^']+)'", message)
+  if missing:  # config_flags words it "Failed loading config file config_config ..."
+    message = f"--config: no such config file: {missing.group(1)}"
   print(f"error: {message}", file=sys.stderr)
   sys.exit(2)
+
+
+def validate_list(holder, *, kind: str = "int", choices=None) -> None:
+  """Registers a check on a `DEFINE_list` flag: every entry a positive int ('int'), a
+  positive float or 'inf' ('float'), or one of `choices`. A bad value is one `error:` line
+  and exit 2 when the binary runs `app.run(main, flags_parser=cli.parse_flags)`."""
+  def entry_ok(v: str) -> bool:
+    if choices is not None:
+      return v in choices
+    try:
+      x = float(v) if kind == "float" and v != "inf" else (math.inf if v == "inf" else int(v))
+    except ValueError:
+      return False
+    return x > 0
+  want = (f"values from {{{', '.join(choices)}}}" if choices is not None else
+          "positive ints" if kind == "int" else "positive numbers or inf")
+  flags.register_validator(holder.name, lambda values: bool(values) and all(map(entry_ok, values)),
+                           message=f"--{holder.name} must be a non-empty comma-separated list of "
+                                   f"{want}")
+
+
+def prepare_workdir(workdir: str) -> None:
+  """Creates `workdir` and checks that it is writable: one `error:` line and exit 1 if not
+  (instead of a traceback from deep inside the first checkpoint or metrics write)."""
+  probe = os.path.join(workdir, ".write_test")
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    with open(probe, "w", encoding="utf-8") as f:
+      f.write("")
+    os.remove(probe)
+  except OSError as e:
+    print(f"error: --workdir {workdir!r} is not a writable directory: "
+          f"{e.strerror or e}", file=sys.stderr)
+    sys.exit(1)
 
 
 def config_value(holder):

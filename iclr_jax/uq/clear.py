@@ -158,6 +158,7 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
     raise ValueError("calibrate_clear is host-side (it adjusts γ on concrete values); call it "
                      "outside jit/vmap/grad and use clear_interval inside")
   f, a_left, a_right, e_left, e_right = _parts(**inputs)
+  y_given = np.asarray(y, np.float64)  # coverage is checked on the values the caller holds
   y = jnp.asarray(y, f.dtype)
   n = f.shape[0]
   _check(y, n, alpha, mode)
@@ -171,7 +172,7 @@ def calibrate_clear(y, *, median_epistemic, epistemic_lower, epistemic_upper,
     raise ValueError(f"no γ reaches coverage {1 - alpha:g} for any λ: the bands have zero "
                      f"width where y differs from median_epistemic at {int(flat.sum())} of "
                      f"{n} points")
-  return _cover_calibration(params, y, inputs, need=index + 1)
+  return _cover_calibration(params, y_given, inputs, need=index + 1)
 
 
 def _grid(lambdas, mode, dtype) -> jax.Array:

@@ -53,6 +53,23 @@ def _check_xy(x, y):
     raise ValueError(f"X must be [n, p] and y [n] with the same n; got {x.shape} and {y.shape}")
   if x.shape[0] < 2:
     raise ValueError(f"need at least 2 training points, got {x.shape[0]}")
+  for name, a in (("X", x), ("y", y)):
+    if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
+      bad = int(np.sum(~np.isfinite(a))) if np.issubdtype(a.dtype, np.number) else a.size
+      raise ValueError(f"{name} must be finite numbers, got {bad} non-finite entries")
+
+
+def check_training(*, steps, lr, hidden, **counts) -> None:
+  """ValueError for a schedule or architecture that cannot train; `counts` are further
+  settings that must be ints >= 1 (members, batch_taus)."""
+  for name, value in (("steps", steps), *counts.items()):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+      raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+  if not (isinstance(lr, (int, float, np.floating)) and 0 < lr < np.inf):
+    raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+  if any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1
+         for h in hidden):
+    raise ValueError(f"hidden must be a tuple of ints >= 1, got {hidden!r}")
 
 
 def _adam_scan(loss_fn, params, key, *, steps: int, lr: float):
@@ -86,6 +103,7 @@ def fit_deep_ensemble(key: jax.Array, x, y, *, members: int = 5, hidden: tuple[i
   """M MLPs (MSE + L2), each on its own bootstrap resample, trained in one vmapped scan
   (full batch, or `batch_size` rows of the member's resample per step)."""
   _check_xy(x, y)
+  check_training(steps=steps, lr=lr, hidden=hidden, members=members)
   scaler = fit_standardizer(x, y)
   xs = (jnp.asarray(x, jnp.float32) - scaler.x_mean) / scaler.x_std
   ys = (jnp.asarray(y, jnp.float32) - scaler.y_mean) / scaler.y_std
@@ -130,6 +148,7 @@ def fit_quantile_regressor(key: jax.Array, x, y, *, hidden: tuple[int, ...] = (6
   per point and step (`batch_taus` draws per point; all points, or `batch_size` drawn per
   step)."""
   _check_xy(x, y)
+  check_training(steps=steps, lr=lr, hidden=hidden, batch_taus=batch_taus)
   scaler = fit_standardizer(x, y)
   xs = (jnp.asarray(x, jnp.float32) - scaler.x_mean) / scaler.x_std
   ys = (jnp.asarray(y, jnp.float32) - scaler.y_mean) / scaler.y_std

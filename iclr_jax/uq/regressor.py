@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from iclr_jax.uq import estimators
-from iclr_jax.uq.clear import ClearParams, calibrate_clear, clear_interval
+from iclr_jax.uq.clear import MODES, ClearParams, calibrate_clear, check_alpha, clear_interval
 
 
 @dataclasses.dataclass
@@ -34,6 +34,13 @@ class CLEARRegressor:
   params_: ClearParams | None = None
 
   def fit(self, x, y) -> CLEARRegressor:
+    """Checks every setting and the data before training (ValueError naming the field)."""
+    check_alpha(self.alpha)
+    if self.mode not in MODES:
+      raise ValueError(f"CLEARRegressor.mode must be one of {MODES}, got {self.mode!r}")
+    estimators.check_training(steps=self.ensemble_steps, lr=self.lr, hidden=self.hidden,
+                              members=self.members)
+    estimators.check_training(steps=self.quantile_steps, lr=self.lr, hidden=self.hidden)
     k_ens, k_q = jax.random.split(jax.random.key(self.seed))
     self.ensemble_ = estimators.fit_deep_ensemble(
         k_ens, x, y, members=self.members, hidden=self.hidden, steps=self.ensemble_steps,
