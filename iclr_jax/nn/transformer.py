@@ -102,7 +102,7 @@ class DecoderLM(nnx.Module):
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
     """tokens int [batch, seq] in [0, vocab_size): concrete ids outside are a ValueError;
-    traced ones give NaN logits at their positions (never a wrapped or clipped id)."""
+    traced ones make their sequence's logits NaN (never a wrapped or clipped id)."""
     if jnp.ndim(tokens) != 2:
       raise ValueError(f"tokens must be int [batch, seq], got shape {jnp.shape(tokens)}")
     check_token_ids("tokens", tokens, self.vocab_size)

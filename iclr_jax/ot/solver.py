@@ -76,10 +76,8 @@ def check_p(p) -> float:
   """p as a float in [1, ∞]: Python and NumPy/JAX scalars alike; bools and NaN rejected."""
   if isinstance(p, (bool, np.bool_)) or is_traced(p):
     raise ValueError(f"p must be a number >= 1 or math.inf, got {p!r}")
-  try:
-    value = float(np.asarray(p).item()) if np.ndim(p) == 0 else math.nan
-  except (TypeError, ValueError):
-    value = math.nan
+  arr = np.asarray(p) if not isinstance(p, str) else np.asarray(math.nan)
+  value = float(arr) if arr.ndim == 0 and np.issubdtype(arr.dtype, np.number) else math.nan
   if not value >= 1:
     raise ValueError(f"p must be a number >= 1 or math.inf, got {p!r}")
   return value

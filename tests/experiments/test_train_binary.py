@@ -77,7 +77,9 @@ BAD_INPUT = {
     "unknown_field": (["--config.optim.lrx=1"], "no field lrx. Did you mean lr"),
     "bad_config_arg": (["--config=configs/ar_lm.py:bogus"], "unknown argument 'bogus'"),
     "missing_config_file": (["--config=configs/nope.py"],
-                            "No such file or directory: 'configs/nope.py'"),
+                            "--config: no such config file: configs/nope.py"),
+    "unwritable_workdir": (["--workdir=/dev/null/run"],
+                           "--workdir '/dev/null/run' is not a writable directory"),
     "batch_not_divisible": (["--config.batch_size=6"],
                             "config.batch_size=6 must be a positive multiple of the "
                             "data-parallel size 4"),
@@ -95,6 +97,20 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(repo_root, tmp_path, case)
   assert r.returncode != 0
   assert "error: " in r.stderr and message in r.stderr, r.stderr[-2000:]
   assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["experiments/bench_ot.py", "--clouds=uniform2,moon"], "--clouds must be a non-empty"),
+    (["experiments/bench_attention.py", "--methods=race,flash"],
+     "--methods must be a non-empty comma-separated list of values from"),
+    (["experiments/bench_clear.py", "--sizes=5000,x"],
+     "--sizes must be a non-empty comma-separated list of positive ints"),
+])
+def test_bench_binaries_reject_bad_lists_in_one_line(repo_root, args, message):
+  r = subprocess.run([sys.executable] + args, cwd=repo_root, env=_env(), capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
