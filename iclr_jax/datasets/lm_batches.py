@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ArgumentError, ConfigError
 
 
 def num_windows(num_tokens: int, seq_len: int) -> int:
@@ -38,15 +38,15 @@ class LMBatches:
     if self.tokens.ndim != 1:
       raise ConfigError(f"tokens must be 1-D, got shape {self.tokens.shape}")
     if seq_len < 1:
-      raise ConfigError(f"config.data.seq_len must be >= 1, got {seq_len}")
+      raise ArgumentError("seq_len", f"{{}} must be >= 1, got {seq_len}")
     self.seq_len, self.batch_size, self.seed = seq_len, batch_size, seed
     self.n = num_windows(len(self.tokens), seq_len)
     if self.n < 1:
-      raise ConfigError(f"the training text has {len(self.tokens)} tokens, too few for "
-                        f"two windows of config.data.seq_len + 1 = {seq_len + 1}")
+      raise ArgumentError("seq_len", f"the training text has {len(self.tokens)} tokens, "
+                                     f"too few for two windows of {{}} + 1 = {seq_len + 1}")
     if batch_size % process_count:
-      raise ConfigError(f"config.batch_size={batch_size} not divisible by the process "
-                        f"count {process_count}")
+      raise ArgumentError("batch_size", f"{{}}={batch_size} not divisible by the process "
+                                        f"count {process_count}")
     local = batch_size // process_count
     self._rows = slice(process_index * local, (process_index + 1) * local)
 

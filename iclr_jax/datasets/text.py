@@ -16,7 +16,7 @@ import sqlite3
 import sysconfig
 from typing import NamedTuple
 
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ArgumentError, ConfigError
 
 CORPORA = ("kjv", "stdlib", "file")
 VALIDATION_EVERY = 20
@@ -94,15 +94,15 @@ def load_corpus(name: str, *, path: str | None = None) -> TextCorpus:
     train, val = _split(_stdlib_files(), "\n\n")
   elif name == "file":
     if not path:
-      raise ConfigError("corpus 'file' needs config.data.corpus_path")
+      raise ArgumentError("corpus_path", "corpus 'file' needs {}")
     if not os.path.isfile(path):
-      raise ConfigError(f"config.data.corpus_path: file {path!r} does not exist")
+      raise ArgumentError("corpus_path", f"{{}}: file {path!r} does not exist")
     with open(path, encoding="utf-8") as f:
       lines = f.read().splitlines()
     if len(lines) < 2:
-      raise ConfigError(f"config.data.corpus_path: {path!r} needs at least 2 lines")
+      raise ArgumentError("corpus_path", f"{{}}: {path!r} needs at least 2 lines")
     cut = max(1, len(lines) - max(1, len(lines) // VALIDATION_EVERY))
     train, val = "\n".join(lines[:cut]), "\n".join(lines[cut:])
   else:
-    raise ConfigError(f"config.data.corpus must be one of {CORPORA}, got {name!r}")
+    raise ArgumentError("corpus", f"{{}} must be one of {CORPORA}, got {name!r}")
   return TextCorpus(name, train, val)

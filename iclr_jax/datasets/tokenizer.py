@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ArgumentError, ConfigError
 
 KINDS = ("bpe", "char")
 WORKDIR_FILE = "tokenizer.json"
@@ -56,8 +56,8 @@ class BPETokenizer:
   def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
     from tokenizers import ByteLevelBPETokenizer  # pylint: disable=import-outside-toplevel
     if vocab_size < 257:
-      raise ConfigError(f"config.data.vocab_size for 'bpe' must be >= 257 (256 bytes + "
-                        f"merges), got {vocab_size}")
+      raise ArgumentError("vocab_size", f"{{}} for 'bpe' must be >= 257 (256 bytes + "
+                                        f"merges), got {vocab_size}")
     tok = ByteLevelBPETokenizer(add_prefix_space=False)
     tok.train_from_iterator(_chunks(text), vocab_size=vocab_size, min_frequency=2,
                             show_progress=False)
@@ -120,7 +120,7 @@ class CharTokenizer:
 def load_tokenizer(path: str):
   """Loads a tokenizer file written by `save` (BPE JSON or char JSON)."""
   if not os.path.isfile(path):
-    raise ConfigError(f"config.data.tokenizer_path: file {path!r} does not exist")
+    raise ArgumentError("tokenizer_path", f"{{}}: file {path!r} does not exist")
   with open(path, encoding="utf-8") as f:
     head = json.load(f)
   return CharTokenizer.load(path) if head.get("kind") == "char" else BPETokenizer.load(path)
@@ -139,7 +139,7 @@ def get_tokenizer(kind: str, *, train_text: str, vocab_size: int, workdir: str |
     path: an explicit tokenizer file (must exist).
   """
   if kind not in KINDS:
-    raise ConfigError(f"config.data.tokenizer must be one of {KINDS}, got {kind!r}")
+    raise ArgumentError("tokenizer", f"{{}} must be one of {KINDS}, got {kind!r}")
   digest = hashlib.sha1(train_text.encode("utf-8")).hexdigest()[:12]
   size = vocab_size if kind == "bpe" else "all"
   spec = {"kind": kind, "vocab_size": size, "train_text_sha1": digest}
@@ -166,8 +166,8 @@ def get_tokenizer(kind: str, *, train_text: str, vocab_size: int, workdir: str |
       with open(os.path.join(workdir, SPEC_FILE), "w") as f:
         json.dump(spec, f)
   if tok.kind != kind:
-    raise ConfigError(f"config.data.tokenizer={kind!r} but the tokenizer file holds a "
-                      f"{tok.kind!r} tokenizer")
+    raise ArgumentError("tokenizer", f"{{}}={kind!r} but the tokenizer file holds a "
+                                     f"{tok.kind!r} tokenizer")
   return tok
 
 

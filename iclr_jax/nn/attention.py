@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from iclr_jax import attention as attn_lib
+from iclr_jax.errors import ArgumentError
 
 AttentionFn = Callable[..., jax.Array]
 
@@ -56,8 +57,8 @@ def get_attention_fn(name_or_fn: str | AttentionFn) -> AttentionFn:
   if callable(name_or_fn):
     return name_or_fn
   if name_or_fn not in ATTENTION_FNS:
-    raise ValueError("config.model.attention must be one of "
-                     f"{sorted(ATTENTION_FNS) + sorted(KERNELS)}, got {name_or_fn!r}")
+    raise ArgumentError("attention", "{} must be one of "
+                        f"{sorted(ATTENTION_FNS) + sorted(KERNELS)}, got {name_or_fn!r}")
   return ATTENTION_FNS[name_or_fn]
 
 
@@ -69,7 +70,7 @@ class RaceKernel(nnx.Module):
                num_hyperplanes: int = 4, beta: float = 4.0, learn_beta: bool = False,
                chunk_size: int = 128):
     if not beta > 0:
-      raise ValueError(f"config.model.attention_options.beta must be > 0, got {beta}")
+      raise ArgumentError("attention_options.beta", f"{{}} must be > 0, got {beta}")
     self.frozen_planes = nnx.Param(attn_lib.make_race_planes(
         rngs.params(), num_tables=num_tables, num_hyperplanes=num_hyperplanes,
         head_dim=head_dim))

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from iclr_jax.checks import check_token_ids
+from iclr_jax.errors import ArgumentError
 from iclr_jax.nn.attention import AttentionFn, make_attention_kernel, rope
 
 NORMS = ("rms", "layer")
@@ -18,7 +19,7 @@ def make_norm(kind: str, dim: int, rngs: nnx.Rngs) -> nnx.Module:
     return nnx.RMSNorm(dim, rngs=rngs)
   if kind == "layer":
     return nnx.LayerNorm(dim, rngs=rngs)
-  raise ValueError(f"config.model.norm must be one of {NORMS}, got {kind!r}")
+  raise ArgumentError("norm", f"{{}} must be one of {NORMS}, got {kind!r}")
 
 
 class SelfAttention(nnx.Module):
@@ -28,8 +29,8 @@ class SelfAttention(nnx.Module):
                causal: bool, rngs: nnx.Rngs, dtype=jnp.float32,
                attention_options: dict | None = None):
     if d_model % num_heads:
-      raise ValueError(f"config.model.d_model={d_model} must be divisible by "
-                       f"config.model.num_heads={num_heads}")
+      raise ArgumentError("d_model", f"{{}}={d_model} must be divisible by num_heads="
+                                     f"{num_heads}")
     self.num_heads, self.head_dim = num_heads, d_model // num_heads
     self.causal = causal
     self.attention_fn = make_attention_kernel(attention, self.head_dim, rngs=rngs,

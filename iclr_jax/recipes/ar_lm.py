@@ -14,7 +14,7 @@ from flax import nnx
 
 from iclr_jax import lm
 from iclr_jax.datasets.lm_batches import eval_windows
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.nn.transformer import DecoderLM
 from iclr_jax.recipes.text_run import (LMData, setup_text_run, shrink_for_smoke,
                                        text_config)
@@ -24,7 +24,13 @@ from iclr_jax.train import state as state_lib
 
 
 def build_model(model_config, vocab_size: int, key: jax.Array) -> DecoderLM:
+  """The DecoderLM of `config.model` (errors name the config field)."""
   dtype = jnp.dtype(model_config.dtype)
+  with config_section("config.model"):
+    return _decoder(model_config, vocab_size, key, dtype)
+
+
+def _decoder(model_config, vocab_size, key, dtype) -> DecoderLM:
   return DecoderLM(vocab_size=vocab_size, d_model=model_config.d_model,
                    num_layers=model_config.num_layers, num_heads=model_config.num_heads,
                    mlp_ratio=model_config.mlp_ratio, norm=model_config.norm,
@@ -62,7 +68,8 @@ def restore_params(config, workdir: str, vocab_size: int):
   """
   from iclr_jax.train.checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
   init_params, apply = model_functions(config.model, vocab_size)
-  optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
+  with config_section("config.optim"):
+    optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   factory = state_lib.train_state_factory(init_params, optimizer, jax.random.key(0),
                                           mesh_lib.make_mesh(config.mesh))
   restored = Checkpointer(workdir, every_steps=config.checkpoint_every).restore(
@@ -125,7 +132,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   mesh, data, batches = setup_text_run(config, workdir)
   vocab = data.tokenizer.vocab_size
   init_params, apply = model_functions(config.model, vocab)
-  optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
+  with config_section("config.optim"):
+    optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train, key_sample = jax.random.split(jax.random.key(config.seed), 3)
   factory = state_lib.train_state_factory(
       init_params, optimizer, key_init, mesh, param_sharding=config.mesh.param_sharding)

@@ -30,7 +30,7 @@ from absl import logging
 
 from iclr_jax import rl
 from iclr_jax.datasets import preferences as prefs
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.metrics import next_token_nll
 from iclr_jax.recipes.ar_lm import model_functions
 from iclr_jax.train import loop
@@ -226,7 +226,8 @@ def train_variant(config, workdir, data: SeedData, variant, seed, mesh, init_par
             "chosen_mask": pick(mask, chosen), "rejected_mask": pick(mask, 1 - chosen),
             "ref_chosen": pick(ref, chosen), "ref_rejected": pick(ref, 1 - chosen),
             "weight": weight.astype(np.float32)}
-  optimizer = state_lib.make_optimizer(c.optim, total_steps=c.steps)
+  with config_section("config.train.optim"):
+    optimizer = state_lib.make_optimizer(c.optim, total_steps=c.steps)
   factory = state_lib.train_state_factory(init_params, optimizer, jax.random.key(seed), mesh)
   step = state_lib.make_train_step(
       lambda p, b, k: preference_loss(apply, kind, c, p, b, k), optimizer, mesh,

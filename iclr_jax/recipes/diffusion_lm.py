@@ -17,7 +17,7 @@ from flax import nnx
 
 from iclr_jax import diffusion
 from iclr_jax.datasets.lm_batches import eval_windows
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.nn.dit import DiT
 from iclr_jax.recipes.text_run import setup_text_run, shrink_for_smoke, text_config
@@ -47,11 +47,15 @@ class DiffusionLM:
     self.mask_id = vocab  # only used by MDLM
     self.loss_chunk = int(config.model.get("loss_chunk", 0))
     mc = config.model
-    self._build = lambda key: DiT(
-        vocab_size=self.model_vocab, d_model=mc.d_model, num_layers=mc.num_layers,
-        num_heads=mc.num_heads, mlp_ratio=mc.mlp_ratio,
-        cond_dim=0 if self.algo == "mdlm" else mc.cond_dim, attention=mc.attention,
-        rngs=nnx.Rngs(params=key), dtype=jnp.dtype(mc.dtype))
+
+    def build(key):
+      with config_section("config.model"):
+        return DiT(vocab_size=self.model_vocab, d_model=mc.d_model, num_layers=mc.num_layers,
+                   num_heads=mc.num_heads, mlp_ratio=mc.mlp_ratio,
+                   cond_dim=0 if self.algo == "mdlm" else mc.cond_dim,
+                   attention=mc.attention, rngs=nnx.Rngs(params=key),
+                   dtype=jnp.dtype(mc.dtype))
+    self._build = build
     self.graphdef = nnx.split(nnx.eval_shape(lambda: self._build(jax.random.key(0))))[0]
     if self.algo != "mdlm":
       a_lo, a_hi = self.cfg.curriculum_alpha
@@ -172,7 +176,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   """Trains Duo / Duo++ / MDLM in `workdir` (resuming if possible); returns final metrics."""
   mesh, data, batches = setup_text_run(config, workdir)
   lm = DiffusionLM(config, data.tokenizer.vocab_size)
-  optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
+  with config_section("config.optim"):
+    optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train = jax.random.split(jax.random.key(config.seed))
   factory = state_lib.train_state_factory(lm.init_params, optimizer, key_init, mesh,
                                           param_sharding=config.mesh.param_sharding)

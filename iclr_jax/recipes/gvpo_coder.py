@@ -21,7 +21,7 @@ from absl import logging
 
 from iclr_jax.envs import coder
 from iclr_jax.envs.rollout import sft_batch
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.recipes import coder_policy
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
@@ -59,7 +59,8 @@ def _tasks(seed: int, step: int, n: int, layout, families=coder.TRAIN_FAMILIES):
 def warm_start(config, workdir, mesh, layout, init_params, apply):
   """Supervised training on reference solutions; returns the parameters."""
   ws = config.warm_start
-  optimizer = state_lib.make_optimizer(ws.optim, total_steps=ws.steps)
+  with config_section("config.warm_start.optim"):
+    optimizer = state_lib.make_optimizer(ws.optim, total_steps=ws.steps)
   factory = state_lib.train_state_factory(init_params, optimizer, jax.random.key(config.seed),
                                           mesh)
   step = state_lib.make_train_step(lambda p, b, k: coder_policy.sft_loss(apply, p, b, k),
@@ -84,7 +85,8 @@ class RLRunner:
   def __init__(self, config, params, mesh, layout, apply, evaluate):
     self.config, self.mesh, self.layout, self.apply = config, mesh, layout, apply
     self.evaluate = evaluate
-    self.optimizer = state_lib.make_optimizer(config.rl.optim, total_steps=config.rl.steps)
+    with config_section("config.rl.optim"):
+      self.optimizer = state_lib.make_optimizer(config.rl.optim, total_steps=config.rl.steps)
     self.factory = state_lib.train_state_factory(lambda k: params, self.optimizer,
                                                  jax.random.key(0), mesh)
     self._steps = {}

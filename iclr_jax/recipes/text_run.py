@@ -13,7 +13,7 @@ from jax.sharding import Mesh
 from iclr_jax.datasets.lm_batches import LMBatches
 from iclr_jax.datasets.text import load_corpus
 from iclr_jax.datasets.tokenizer import get_tokenizer
-from iclr_jax.errors import ConfigError
+from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 
@@ -33,11 +33,12 @@ class TextRun(NamedTuple):
 
 def load_data(data_config, workdir: str | None) -> LMData:
   """Corpus split and tokenized with the run's tokenizer (see `config.data`)."""
-  corpus = load_corpus(data_config.corpus, path=data_config.corpus_path or None)
-  tok = get_tokenizer(data_config.tokenizer, train_text=corpus.train,
-                      vocab_size=data_config.vocab_size, workdir=workdir,
-                      cache_dir=data_config.cache_dir or None,
-                      path=data_config.tokenizer_path or None)
+  with config_section("config.data"):
+    corpus = load_corpus(data_config.corpus, path=data_config.corpus_path or None)
+    tok = get_tokenizer(data_config.tokenizer, train_text=corpus.train,
+                        vocab_size=data_config.vocab_size, workdir=workdir,
+                        cache_dir=data_config.cache_dir or None,
+                        path=data_config.tokenizer_path or None)
   train, val = tok.encode(corpus.train), tok.encode(corpus.validation)
   return LMData(tok, train, val, len(val) / max(len(corpus.validation.encode("utf-8")), 1))
 
@@ -55,9 +56,10 @@ def setup_text_run(config, workdir: str) -> TextRun:
                "vocab %d", config.experiment, dict(mesh.shape), jax.process_count(),
                config.data.corpus, len(data.train), len(data.validation),
                data.tokenizer.vocab_size)
-  batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
-                      seed=config.seed, process_index=jax.process_index(),
-                      process_count=jax.process_count())
+  with config_section("config.data", batch_size="config.batch_size"):
+    batches = LMBatches(data.train, seq_len=config.data.seq_len, batch_size=config.batch_size,
+                        seed=config.seed, process_index=jax.process_index(),
+                        process_count=jax.process_count())
   return TextRun(mesh, data, batches)
 
 

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
+from iclr_jax.errors import ArgumentError
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.errors import ConfigError
 
 # loss_fn(params, batch, key) -> (scalar loss, dict of scalar metrics)
 LossFn = Callable[[Any, Mapping[str, jax.Array], jax.Array], tuple[jax.Array, dict]]
@@ -37,10 +37,10 @@ def make_optimizer(optim: Mapping[str, Any], *, total_steps: int) -> optax.Gradi
   lr = float(optim["lr"])
   warmup = int(optim.get("warmup_steps", 0))
   if lr <= 0:
-    raise ConfigError(f"config.optim.lr must be > 0, got {lr}")
+    raise ArgumentError("lr", f"{{}} must be > 0, got {lr}")
   if not 0 <= warmup <= total_steps:
-    raise ConfigError(
-        f"config.optim.warmup_steps must be in [0, total_steps={total_steps}], got {warmup}")
+    raise ArgumentError("warmup_steps",
+                        f"{{}} must be in [0, total_steps={total_steps}], got {warmup}")
   schedule = optax.warmup_cosine_decay_schedule(
       init_value=0.0, peak_value=lr, warmup_steps=warmup, decay_steps=max(total_steps, 1),
       end_value=lr * float(optim.get("min_lr_ratio", 0.1)))

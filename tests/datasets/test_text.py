@@ -22,12 +22,12 @@ def test_text_file_corpus_and_errors(tmp_path):
   c = load_corpus("file", path=str(path))
   assert c.train.splitlines() + c.validation.splitlines() == path.read_text().splitlines()
   assert len(c.validation.splitlines()) == 2
-  with pytest.raises(ConfigError, match=r"config.data.corpus_path: file '/no/such.txt' "
+  with pytest.raises(ConfigError, match=r"^corpus_path: file '/no/such.txt' "
                                         r"does not exist"):
     load_corpus("file", path="/no/such.txt")
   with pytest.raises(ConfigError, match="corpus 'kjv': database file"):
     load_corpus("kjv", path="/no/Bible.db")
-  with pytest.raises(ConfigError, match="config.data.corpus must be one of"):
+  with pytest.raises(ConfigError, match="^corpus must be one of"):
     load_corpus("wikipedia")
 
 

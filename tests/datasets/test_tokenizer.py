@@ -35,10 +35,10 @@ def test_char_round_trip_and_unknown(kjv, tmp_path):
 
 
 def test_missing_tokenizer_file_and_bad_kind(kjv):
-  with pytest.raises(ConfigError, match=r"config.data.tokenizer_path: file '/no/tok.json' "
+  with pytest.raises(ConfigError, match=r"^tokenizer_path: file '/no/tok.json' "
                                         r"does not exist"):
     get_tokenizer("bpe", train_text="x", vocab_size=300, path="/no/tok.json")
-  with pytest.raises(ConfigError, match="config.data.tokenizer must be one of"):
+  with pytest.raises(ConfigError, match="^tokenizer must be one of"):
     get_tokenizer("wordpiece", train_text="x", vocab_size=300)
   with pytest.raises(ConfigError, match="vocab_size for 'bpe' must be >= 257"):
     get_tokenizer("bpe", train_text=kjv.train[:1000], vocab_size=100, cache_dir="/tmp/x_tok")

@@ -89,6 +89,6 @@ def test_rope_matches_complex_rotation_and_preserves_norm(rng):
 def test_bad_sizes_are_clear_errors():
   with pytest.raises(ValueError, match="d_model=10 must be divisible by.*num_heads=3"):
     DecoderLM(vocab_size=5, d_model=10, num_layers=1, num_heads=3, rngs=nnx.Rngs(0))
-  with pytest.raises(ValueError, match="config.model.attention must be one of"):
+  with pytest.raises(ValueError, match="^attention must be one of"):
     DecoderLM(vocab_size=5, d_model=8, num_layers=1, num_heads=2, attention="nope",
               rngs=nnx.Rngs(0))

@@ -82,7 +82,7 @@ def test_nonfinite_step_is_flagged(batch):
 
 
 def test_optimizer_config_errors():
-  with pytest.raises(ConfigError, match="config.optim.lr must be > 0"):
+  with pytest.raises(ConfigError, match="^lr must be > 0"):
     state_lib.make_optimizer(dict(OPTIM, lr=0.0), total_steps=10)
   with pytest.raises(ConfigError, match="warmup_steps must be in"):
     state_lib.make_optimizer(dict(OPTIM, warmup_steps=20), total_steps=10)
