@@ -105,6 +105,17 @@ def check_token_ids(name: str, ids: Any, vocab_size: int) -> None:
                      f"{v.reshape(-1)[i]} ({int(bad.sum())} out of range)")
 
 
+def check_vocab(name: str, probs: Any, vocab_size: int | None = None) -> int:
+  """The size K >= 2 of the last (vocabulary) axis of `probs`, equal to vocab_size if given."""
+  k = jnp.shape(probs)[-1] if jnp.ndim(probs) else 0
+  if k < 2:
+    raise ValueError(f"{name} must have a vocabulary axis of size >= 2, got shape "
+                     f"{jnp.shape(probs)}")
+  if vocab_size is not None and k != vocab_size:
+    raise ValueError(f"{name} has vocabulary size {k} but vocab_size={vocab_size}")
+  return k
+
+
 def float_dtype(*xs: Any) -> jnp.dtype:
   """The float dtype the inputs promote to: integer and bool inputs become the default float
   (float32, or float64 with x64 on) instead of computing in integers."""

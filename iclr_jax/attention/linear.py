@@ -34,6 +34,8 @@ def check_qkv(query, key, value) -> None:
   for name, x in (("query", query), ("key", key), ("value", value)):
     if x.ndim != 4:
       raise ValueError(f"{name} must be [batch, seq, heads, dim], got shape {x.shape}")
+    if 0 in x.shape:
+      raise ValueError(f"{name} must have every axis >= 1, got shape {x.shape}")
   if key.shape[:3] != value.shape[:3]:
     raise ValueError(f"key {key.shape} and value {value.shape} must agree in batch, seq, heads")
   if query.shape[0] != key.shape[0]:

@@ -19,12 +19,14 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax.attention import linear
+from iclr_jax.checks import static_number
 
 
 def make_performer_features(key: jax.Array, *, num_features: int, head_dim: int) -> jax.Array:
   """Orthogonal random features `[num_features, head_dim]` with chi-distributed row norms."""
-  if num_features < 1 or head_dim < 1:
-    raise ValueError(f"num_features and head_dim must be >= 1, got {num_features}, {head_dim}")
+  for name, value in (("num_features", num_features), ("head_dim", head_dim)):
+    if static_number(name, value, integer=True) < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}")
   blocks = -(-num_features // head_dim)
   k_orth, k_norm = jax.random.split(key)
   gauss = jax.random.normal(k_orth, (blocks, head_dim, head_dim))

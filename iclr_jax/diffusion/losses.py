@@ -9,8 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.checks import check_range, check_token_ids
-from iclr_jax.diffusion._checks import check_vocab
+from iclr_jax.checks import check_range, check_token_ids, check_vocab
 
 
 def duo_elbo(x0_pred: jax.Array, x: jax.Array, z_t: jax.Array, *,

@@ -8,15 +8,24 @@ Chapter II: Ψ-Samplers and Efficient Curriculum" (Duo++, ICLR 2026).
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from iclr_jax.checks import check_range, check_token_ids, float_dtype
-from iclr_jax.diffusion._checks import check_alpha_order, check_in_range, check_vocab
+from iclr_jax.checks import check_range, check_token_ids, check_vocab, concrete, float_dtype
 
 KAPPA_SCHEDULES = ("constant-remdm", "max-capped", "max-rescale", "constant", "pure-pc",
                    "pure-posterior")
+
+
+def check_alpha_order(alpha_t, alpha_s) -> None:
+  """α values in [0, 1] with alpha_s (less noisy, earlier in sampling order) >= alpha_t."""
+  check_range("alpha_t", alpha_t, 0.0, 1.0)
+  check_range("alpha_s", alpha_s, 0.0, 1.0)
+  t, s = concrete(alpha_t), concrete(alpha_s)
+  if t is not None and s is not None and np.any(s < t):
+    raise ValueError(f"alpha_s must be >= alpha_t (s is the less noisy time), got "
+                     f"alpha_s={s.min():.6g} < alpha_t={t.max():.6g}")
 
 
 def _expand(a, like):
@@ -29,7 +38,7 @@ def uniform_marginal(x0: jax.Array, *, alpha: jax.typing.ArrayLike) -> jax.Array
   """q_t(z_t | x) = α_t x + (1 − α_t)/K.  x0 [..., K] -> [..., K]."""
   x0 = jnp.asarray(x0, float_dtype(x0))
   k = check_vocab("x0", x0)
-  check_in_range("alpha", alpha, 0.0, 1.0)
+  check_range("alpha", alpha, 0.0, 1.0)
   a = _expand(alpha, x0)
   return a * x0 + (1.0 - a) / k
 
@@ -37,7 +46,7 @@ def uniform_marginal(x0: jax.Array, *, alpha: jax.typing.ArrayLike) -> jax.Array
 def sample_uniform_forward(key: jax.Array, x: jax.Array, *, alpha: jax.typing.ArrayLike,
                            vocab_size: int) -> jax.Array:
   """Draws z_t ~ q_t(· | x) for int tokens x [...]: keep x w.p. α_t, else uniform over K."""
-  check_in_range("alpha", alpha, 0.0, 1.0)
+  check_range("alpha", alpha, 0.0, 1.0)
   k_keep, k_tok = jax.random.split(key)
   keep = jax.random.uniform(k_keep, x.shape) < alpha
   return jnp.where(keep, x, jax.random.randint(k_tok, x.shape, 0, vocab_size)).astype(x.dtype)
@@ -103,7 +112,7 @@ def psi_posterior(x0: jax.Array, z_t: jax.Array, *, alpha_t: jax.typing.ArrayLik
   Returns:
     [..., K].
   """
-  check_in_range("kappa", kappa, 0.0, 1.0)
+  check_range("kappa", kappa, 0.0, 1.0)
   x0 = jnp.asarray(x0, float_dtype(x0))
   post = uniform_posterior(x0, z_t, alpha_t=alpha_t, alpha_s=alpha_s)
   corrector = uniform_marginal(clean_posterior(x0, z_t, alpha_t=alpha_t), alpha=alpha_s)
@@ -132,7 +141,7 @@ def kappa_schedule(name: str, *, alpha_t: jax.typing.ArrayLike,
   if name == "pure-posterior":
     return jnp.ones(shape)
   if name == "constant":
-    check_in_range("eta (constant kappa)", eta, 0.0, 1.0)
+    check_range("eta (constant kappa)", eta, 0.0, 1.0)
     return jnp.full(shape, eta)
   room = 1.0 - as_
   cap = room / jnp.maximum(at, 1e-12)

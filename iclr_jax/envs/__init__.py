@@ -1,9 +1,14 @@
-"""Verifiable environments built here: a multi-turn coding environment with a real
-interpreter (`coder`) and jit-compiled rollouts of token policies in it (`rollout`).
+"""Environments behind one pure interface (`protocol`: reset / step over a batch, returning a
+`StepResult`): a multi-turn coding environment with a real interpreter (`coder`,
+`coder.CoderEnv`) and jit-compiled rollouts of token policies in it (`rollout`).
 
     from iclr_jax.envs import coder, rollout
+    from iclr_jax.envs.protocol import Environment, StepResult
 """
 
-from iclr_jax.envs import coder, rollout
+from iclr_jax.envs import coder, protocol, rollout
+from iclr_jax.envs.protocol import (FAILED_TURN, OBSERVATION, SUCCESS_TURN, Environment,
+                                    StepResult)
 
-__all__ = ["coder", "rollout"]
+__all__ = ["Environment", "FAILED_TURN", "OBSERVATION", "SUCCESS_TURN", "StepResult", "coder",
+           "protocol", "rollout"]

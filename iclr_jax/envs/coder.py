@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.rl.advantages import FAILED_TURN, OBSERVATION, SUCCESS_TURN
+from iclr_jax.envs.protocol import FAILED_TURN, OBSERVATION, SUCCESS_TURN, StepResult
 
 OPS = ("+", "-", "*", "/", "%")
 VARS = ("a", "b", "c", "d", "e")
@@ -163,6 +163,31 @@ def execute(state: EnvState, stmt: jax.Array, xs: jax.Array, targets: jax.Array
   reward = jnp.where(finished & correct, 1.0, state.reward)
   return (EnvState(values, state.defined | dest, state.done | finished, reward), obs,
           status.astype(jnp.int32))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class CoderEnv:
+  """The coding environment as an `envs.protocol.Environment` over fixed tasks: actions are
+  statements int `[B, L]`, observations the interpreter's answer token `[B]`.
+
+  xs, targets: int `[B, num_tests]` test inputs and f's values (see `Tasks`).
+  """
+  xs: jax.Array
+  targets: jax.Array
+
+  def reset(self, key: jax.Array, *, batch_size: int) -> StepResult:
+    del key  # the tasks fix everything
+    if self.xs.shape[0] != batch_size:
+      raise ValueError(f"batch_size must be the number of tasks {self.xs.shape[0]}, got "
+                       f"{batch_size}")
+    state = reset(batch_size, self.xs.shape[1])
+    return StepResult(state, jnp.full((batch_size,), PAD, jnp.int32), state.reward,
+                      state.done, jnp.full((batch_size,), OBSERVATION, jnp.int32))
+
+  def step(self, state: EnvState, action: jax.Array) -> StepResult:
+    state, obs, status = execute(state, action, self.xs, self.targets)
+    return StepResult(state, obs, state.reward, state.done, status)
 
 
 # ------------------------------------------------------------------------------- tasks

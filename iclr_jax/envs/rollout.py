@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax.envs import coder
+from iclr_jax.envs.protocol import FAILED_TURN, OBSERVATION
 from iclr_jax.lm.metrics import next_token_nll
 
 # logits_fn(tokens int [B, S]) -> logits float [B, S, V]
@@ -92,7 +93,7 @@ def rollout(logits_fn: LogitsFn, prompt: jax.Array, xs: jax.Array, targets: jax.
     tokens, mask, logp = _sample_turn(logits_fn, tokens, start, state.done, sub, layout,
                                       temperature)
     stmt = jax.lax.dynamic_slice_in_dim(tokens, start, L, axis=1)
-    state, obs, status = coder.execute(state, stmt, xs, targets)
+    state, obs, _, _, status = env.step(state, stmt)
     tokens = jax.lax.dynamic_update_slice(tokens, obs[:, None], (0, start + L))
     pad = jnp.zeros((b, 1))
     per_token = jnp.where(mask > 0, status[:, None], 0)
@@ -101,7 +102,8 @@ def rollout(logits_fn: LogitsFn, prompt: jax.Array, xs: jax.Array, targets: jax.
                                   jnp.concatenate([per_token, pad.astype(jnp.int32)], 1),
                                   status)
 
-  state = coder.reset(b, layout.num_tests)
+  env = coder.CoderEnv(xs, targets)
+  state = env.reset(key, batch_size=b).state
   (tokens, state, _), (mask, logp, status, turn_status) = jax.lax.scan(
       turn, (tokens, state, key), jnp.arange(layout.num_turns))
 
@@ -109,10 +111,10 @@ def rollout(logits_fn: LogitsFn, prompt: jax.Array, xs: jax.Array, targets: jax.
     x = jnp.moveaxis(x, 0, 1).reshape(b, -1)
     return jnp.concatenate([jnp.zeros((b, layout.prompt_len), x.dtype), x], axis=1)
 
-  executed = turn_status != coder.OBSERVATION
+  executed = turn_status != OBSERVATION
   return Rollout(tokens, flat(mask), flat(logp), flat(status), state.reward,
                  executed.sum(0).astype(jnp.int32),
-                 (turn_status == coder.FAILED_TURN).sum(0).astype(jnp.int32))
+                 (turn_status == FAILED_TURN).sum(0).astype(jnp.int32))
 
 
 def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:

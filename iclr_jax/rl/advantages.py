@@ -15,11 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax.checks import check_range
+# The per-token turn labels `gvpo_advantages` shapes on belong to the environments.
+from iclr_jax.envs.protocol import FAILED_TURN, OBSERVATION, SUCCESS_TURN
 
 SCALES = ("group", "batch", "none")
-
-# Per-token turn labels of `gvpo_advantages`.
-OBSERVATION, SUCCESS_TURN, FAILED_TURN = 0, 1, 2
 
 
 class GroupStats(NamedTuple):

@@ -30,6 +30,8 @@ def _vectors(**arrays):
   for k, v in out.items():
     if v.ndim != 1 or v.shape != n:
       raise ValueError(f"{k} must be [n] with n = {n[0] if n else '?'}, got shape {v.shape}")
+  if n and n[0] == 0:
+    raise ValueError(f"{', '.join(out)} must hold at least one point, got n = 0")
   check_values(out, [("lower", "upper")] if "lower" in out and "upper" in out else [])
   return out
 

@@ -98,6 +98,8 @@ def _parts(median_epistemic, epistemic_lower, epistemic_upper, aleatoric_median,
 
 def conformal_index(n: int, alpha: float) -> int:
   """Index into n sorted scores of the level min((1 − α)(1 + 1/n), 1), method='higher'."""
+  if n < 1:
+    raise ValueError(f"need at least one calibration point, got n = {n}")
   level = min((1.0 - alpha) * (1.0 + 1.0 / n), 1.0)
   return int(np.ceil((n - 1) * level))  # the same float operations as np.quantile
 

@@ -14,6 +14,8 @@ def _check(y, lower, upper):
   if y.ndim != 1 or lower.shape != y.shape or upper.shape != y.shape:
     raise ValueError(f"y, lower and upper must all be [n]; got {y.shape}, {lower.shape}, "
                      f"{upper.shape}")
+  if y.shape[0] == 0:
+    raise ValueError("y, lower and upper must hold at least one point, got n = 0")
   check_values({"y": y, "lower": lower, "upper": upper}, [("lower", "upper")])
   return y, lower, upper
 

@@ -107,8 +107,7 @@ def test_kappa_schedules():
 def test_bad_input():
   x = jnp.ones((2, 4)) / 4
   z = jnp.zeros((2,), jnp.int32)
-  with pytest.raises(ValueError, match=r"kappa must lie in \[0.0, 1.0\], got values in "
-                                       r"\[1.5, 1.5\]"):
+  with pytest.raises(ValueError, match=r"kappa must lie in \[0.0, 1.0\], got 1.5"):
     uniform.psi_posterior(x, z, alpha_t=0.1, alpha_s=0.2, kappa=1.5)
   with pytest.raises(ValueError, match="alpha_s must be >= alpha_t"):
     uniform.uniform_posterior(x, z, alpha_t=0.5, alpha_s=0.2)

@@ -31,3 +31,20 @@ def test_product_that_wraps_int32_is_out_of_range():
                             jnp.zeros((1, 2), jnp.int32))
   assert int(obs[0]) == coder.OK  # 99² = 9801 ≤ 9999
   del layout
+
+
+def test_coder_env_follows_the_protocol():
+  from iclr_jax.envs import protocol  # pylint: disable=import-outside-toplevel
+  tasks = coder.sample_tasks(np.random.default_rng(1), 3)
+  env = coder.CoderEnv(jnp.asarray(tasks.xs), jnp.asarray(tasks.targets))
+  assert isinstance(env, protocol.Environment)
+  first = env.reset(None, batch_size=3)
+  assert np.all(first.turn_status == protocol.OBSERVATION) and not np.any(first.done)
+  # The reference solution's first statement runs: a success turn, observation `ok` (or
+  # `pass` for one-statement solutions), the same as `execute`.
+  stmt = jnp.asarray(tasks.solution[:, :coder.Layout().stmt_len])
+  got = env.step(first.state, stmt)
+  _, obs, status = coder.execute(first.state, stmt, env.xs, env.targets)
+  np.testing.assert_array_equal(got.observation, obs)
+  np.testing.assert_array_equal(got.turn_status, status)
+  assert np.all(np.asarray(got.turn_status) == protocol.SUCCESS_TURN)
