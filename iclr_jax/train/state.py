@@ -115,6 +115,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, me
 
   `first_bad` is an int32 scalar, -1 until the first step whose loss is NaN/inf, then that
   step's number; keeping it on the device lets the loop check it only when it logs or saves.
+  Start it replicated like the output (`jax.device_put(-1, state.step.sharding)`, as
+  `loop.train_loop` does): a single-device scalar would cost a second compilation.
   The step's randomness is `fold_in(key, state.step)`, so a resumed run draws the same keys.
   """
   rep = mesh_lib.replicated(mesh)
