@@ -10,12 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from flax import nnx
 
 from iclr_jax import lm
 from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError, config_section
-from iclr_jax.nn.transformer import DecoderLM
+from iclr_jax.nn.functional import decoder_lm
 from iclr_jax.recipes.text_run import (LMData, setup_text_run, shrink_for_smoke,
                                        text_config)
 from iclr_jax.train import loop
@@ -23,41 +22,12 @@ from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
 
 
-def build_model(model_config, vocab_size: int, key: jax.Array) -> DecoderLM:
-  """The DecoderLM of `config.model` (errors name the config field)."""
-  dtype = jnp.dtype(model_config.dtype)
-  with config_section("config.model"):
-    return _decoder(model_config, vocab_size, key, dtype)
-
-
-def _decoder(model_config, vocab_size, key, dtype) -> DecoderLM:
-  return DecoderLM(vocab_size=vocab_size, d_model=model_config.d_model,
-                   num_layers=model_config.num_layers, num_heads=model_config.num_heads,
-                   mlp_ratio=model_config.mlp_ratio, norm=model_config.norm,
-                   attention=model_config.attention,
-                   tie_embeddings=model_config.tie_embeddings,
-                   rngs=nnx.Rngs(params=key), dtype=dtype,
-                   attention_options=attention_options(model_config))
-
-
-def attention_options(model_config) -> dict:
-  """The options of the chosen kernel: config.model.attention_options[<attention name>]."""
-  options = model_config.get("attention_options") or {}
-  return dict(options.get(model_config.attention, None) or {})
-
-
 def model_functions(model_config, vocab_size: int):
-  """Returns `(init_params(key) -> params, apply(params, tokens) -> logits)`."""
-  graphdef, _ = nnx.split(nnx.eval_shape(
-      lambda: build_model(model_config, vocab_size, jax.random.key(0))))
-
-  def init_params(key):
-    return nnx.state(build_model(model_config, vocab_size, key))
-
-  def apply(params, tokens):
-    return nnx.merge(graphdef, params)(tokens)
-
-  return init_params, apply
+  """`(init_params(key) -> params, apply(params, tokens) -> logits)` of `config.model`'s
+  DecoderLM (`nn.functional.decoder_lm`; errors name the config field)."""
+  with config_section("config.model"):
+    fns = decoder_lm(model_config, vocab_size)
+  return fns.init_params, fns.apply
 
 
 def restore_params(config, workdir: str, vocab_size: int):

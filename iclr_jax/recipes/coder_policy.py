@@ -14,8 +14,8 @@ import optax
 
 from iclr_jax import rl
 from iclr_jax.envs import coder, rollout
-from iclr_jax.errors import ConfigError
-from iclr_jax.recipes.ar_lm import model_functions
+from iclr_jax.errors import ConfigError, config_section
+from iclr_jax.nn.functional import decoder_lm
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.state import TrainState
 
@@ -73,7 +73,9 @@ def advantages(est: Estimator, rewards: jax.Array, turn_status: jax.Array) -> ja
 
 def policy_functions(model_config):
   """`(init_params(key), apply(params, tokens) -> logits)` of the policy transformer."""
-  return model_functions(model_config, len(coder.VOCAB))
+  with config_section("config.model"):
+    fns = decoder_lm(model_config, len(coder.VOCAB))
+  return fns.init_params, fns.apply
 
 
 def sft_loss(apply, params, batch, key):

@@ -32,7 +32,7 @@ from iclr_jax import rl
 from iclr_jax.datasets import preferences as prefs
 from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.metrics import next_token_nll
-from iclr_jax.recipes.ar_lm import model_functions
+from iclr_jax.nn.functional import decoder_lm
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
@@ -256,7 +256,9 @@ def train_and_evaluate(config, workdir: str):
   _check(config, mesh)
   loop.prepare_workdir(workdir, config)
   task = prefs.PreferenceTask(**config.task)
-  init_params, apply = model_functions(config.model, task.vocab_size)
+  with config_section("config.model"):
+    fns = decoder_lm(config.model, task.vocab_size)
+  init_params, apply = fns.init_params, fns.apply
   path = os.path.join(workdir, "results.jsonl")
   done = {(r["variant"], r["seed"]): r for r in read_jsonl(path)}
   t0 = time.time()

@@ -20,6 +20,7 @@ from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.nn.dit import DiT
+from iclr_jax.nn.functional import model_functions
 from iclr_jax.recipes.text_run import setup_text_run, shrink_for_smoke, text_config
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
@@ -55,8 +56,8 @@ class DiffusionLM:
                    cond_dim=0 if self.algo == "mdlm" else mc.cond_dim,
                    attention=mc.attention, rngs=nnx.Rngs(params=key),
                    dtype=jnp.dtype(mc.dtype))
-    self._build = build
-    self.graphdef = nnx.split(nnx.eval_shape(lambda: self._build(jax.random.key(0))))[0]
+    self._fns = model_functions(build)
+    self.graphdef = self._fns.graphdef
     if self.algo != "mdlm":
       a_lo, a_hi = self.cfg.curriculum_alpha
       if not 0.0 < a_lo < a_hi < 1.0:
@@ -69,10 +70,10 @@ class DiffusionLM:
                                        gamma_max=self.gamma_max)
 
   def init_params(self, key):
-    return nnx.state(self._build(key))
+    return self._fns.init_params(key)
 
   def apply(self, params, ids, sigma, weights=None):
-    return nnx.merge(self.graphdef, params)(ids, sigma, weights=weights)
+    return self._fns.apply(params, ids, sigma, weights=weights)
 
   def schedule(self, t):
     """(α_t, dα_t/dt) of the configured noise schedule (training, validation, sampling)."""
@@ -83,7 +84,7 @@ class DiffusionLM:
     """loss_fn(logits [..., V], *aux) per token of the model's output on `inputs` = (ids,
     weights); with config.model.loss_chunk > 0 the head and the loss run chunk by chunk
     (`chunked_head_loss`), so no [B·L, V] logits are kept for the backward pass."""
-    model = nnx.merge(self.graphdef, params)
+    model = self._fns.module(params)
     ids, weights = inputs
     if not self.loss_chunk:
       return loss_fn(model(ids, sigma, weights=weights), *aux)

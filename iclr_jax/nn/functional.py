@@ -1,0 +1,63 @@
+"""NNX modules as pure functions: the one bridge every recipe uses at the jit boundary.
+
+    fns = model_functions(lambda key: DecoderLM(..., rngs=nnx.Rngs(params=key)))
+    params = fns.init_params(key)            # an nnx.State pytree
+    logits = fns.apply(params, tokens)       # pure: usable inside jit / grad / shard_map
+    model = fns.module(params)               # the module, e.g. to reach a sub-layer
+
+`decoder_lm` builds the shared transformer LM from a model spec (a mapping with d_model,
+num_layers, num_heads, mlp_ratio, norm, attention, attention_options, tie_embeddings, dtype).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from iclr_jax.nn.transformer import DecoderLM
+
+
+class ModelFunctions(NamedTuple):
+  graphdef: Any  # nnx.GraphDef of the module
+  init_params: Callable[[jax.Array], Any]  # key -> params (nnx.State)
+  apply: Callable[..., Any]  # (params, *inputs, **kwargs) -> module(*inputs, **kwargs)
+  module: Callable[[Any], nnx.Module]  # params -> the module (nnx.merge)
+
+
+def model_functions(build: Callable[[jax.Array], nnx.Module]) -> ModelFunctions:
+  """Pure `init_params` / `apply` of the module `build(key)` returns; its structure comes from
+  `nnx.eval_shape`, so nothing is materialised here."""
+  graphdef = nnx.split(nnx.eval_shape(lambda: build(jax.random.key(0))))[0]
+
+  def init_params(key):
+    return nnx.state(build(key))
+
+  def module(params):
+    return nnx.merge(graphdef, params)
+
+  def apply(params, *inputs, **kwargs):
+    return module(params)(*inputs, **kwargs)
+
+  return ModelFunctions(graphdef, init_params, apply, module)
+
+
+def kernel_options(spec: Mapping[str, Any]) -> dict:
+  """The options of the chosen attention kernel: spec['attention_options'][spec['attention']]."""
+  options = spec.get("attention_options") or {}
+  return dict(options.get(spec["attention"], None) or {})
+
+
+def decoder_lm(spec: Mapping[str, Any], vocab_size: int) -> ModelFunctions:
+  """`model_functions` of the DecoderLM a model spec describes (see the module docstring)."""
+  def build(key):
+    return DecoderLM(vocab_size=vocab_size, d_model=spec["d_model"],
+                     num_layers=spec["num_layers"], num_heads=spec["num_heads"],
+                     mlp_ratio=spec["mlp_ratio"], norm=spec["norm"],
+                     attention=spec["attention"], tie_embeddings=spec["tie_embeddings"],
+                     rngs=nnx.Rngs(params=key), dtype=jnp.dtype(spec["dtype"]),
+                     attention_options=kernel_options(spec))
+  return model_functions(build)
