@@ -16,8 +16,7 @@ from iclr_jax import rl
 from iclr_jax.envs import coder, rollout
 from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.nn.functional import decoder_lm
-from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.state import TrainState
+from iclr_jax.train import state as state_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +59,23 @@ def parse_estimator(name: str) -> Estimator:
   return est
 
 
+def _outcome(fn):
+  """A per-trajectory advantage `[Q, G]`, broadcast to the tokens."""
+  return lambda rewards, status, est: jnp.broadcast_to(fn(rewards)[..., None], status.shape)
+
+
+# Estimator.advantage -> (rewards [Q, G], turn_status [Q, G, T], est) -> [Q, G, T].
+ADVANTAGES = {
+    "group": _outcome(lambda r: rl.group_advantages(r, scale="group")),
+    "none": _outcome(lambda r: rl.group_advantages(r, scale="none")),
+    "rloo": _outcome(rl.rloo_advantages),
+    "gvpo": lambda rewards, status, est: rl.gvpo_advantages(rewards, status, b=est.b),
+}
+
+
 def advantages(est: Estimator, rewards: jax.Array, turn_status: jax.Array) -> jax.Array:
   """Per-token advantages `[Q, G, T]` from rewards `[Q, G]` and turn labels `[Q, G, T]`."""
-  if est.advantage == "gvpo":
-    return rl.gvpo_advantages(rewards, turn_status, b=est.b)
-  if est.advantage == "rloo":
-    adv = rl.rloo_advantages(rewards)
-  else:
-    adv = rl.group_advantages(rewards, scale=est.advantage)
-  return jnp.broadcast_to(adv[..., None], turn_status.shape)
+  return ADVANTAGES[est.advantage](rewards, turn_status, est)
 
 
 def policy_functions(model_config):
@@ -96,29 +103,25 @@ def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator,
   """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)`: G rollouts of
   each of the batch's Q tasks with the current policy, advantages by `est`, then
   `c.epochs` passes of `c.minibatches` clipped policy-gradient updates (minibatches split
-  by groups, so later ones are off-policy and clipping acts)."""
+  by groups, so later ones are off-policy and clipping acts). The jit, keys and NaN flag
+  are `state_lib.make_update_step`'s."""
   q, g, m = c.tasks_per_step, c.group_size, c.minibatches
   p = layout.prompt_len
-  rep = mesh_lib.replicated(mesh)
 
-  def loss_fn(params, tokens, old_logp, adv, mask):
+  def loss_fn(params, mb, key):
+    del key
+    tokens, old_logp, adv, mask = mb
     # The sampling distribution's temperature, as TRL does, so that ratios start at 1.
     logits = apply(params, tokens) / c.temperature
     logp = rollout.token_logprobs(logits, tokens)[:, p:]
     return rl.policy_loss(logp, old_logp, adv, mask, clip_low=c.clip_low,
                           clip_high=est.clip_high, aggregation=est.aggregation)
 
-  def update(carry, mb):
-    params, opt_state = carry
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *mb)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **metrics}
-    return (optax.apply_updates(params, updates), opt_state), metrics
+  minibatch_update = state_lib.gradient_update(loss_fn, optimizer)
 
-  def step(state: TrainState, first_bad, batch, key):
-    key = jax.random.fold_in(key, state.step)
+  def update(params, opt_state, batch, key):
     rep_g = lambda x: jnp.repeat(x, g, axis=0)
-    ro = rollout.rollout(lambda t: apply(state.params, t), rep_g(batch["prompt"]),
+    ro = rollout.rollout(lambda t: apply(params, t), rep_g(batch["prompt"]),
                          rep_g(batch["xs"]), rep_g(batch["targets"]), key, layout=layout,
                          temperature=c.temperature)
     adv = advantages(est, ro.reward.reshape(q, g), ro.turn_status[:, p:].reshape(q, g, -1))
@@ -126,10 +129,15 @@ def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator,
     adv = adv.reshape(q * g, -1)
     split = lambda x: x.reshape(m, q * g // m, *x.shape[1:])
     mbs = tuple(map(split, (ro.tokens, ro.logp[:, p:], adv, mask)))
-    carry = (state.params, state.opt_state)
+
+    def one(carry, mb):
+      params, opt_state, metrics = minibatch_update(*carry, mb, key)
+      return (params, opt_state), metrics
+
+    carry = (params, opt_state)
     per_update = []
     for _ in range(c.epochs):
-      carry, metrics = jax.lax.scan(update, carry, mbs)
+      carry, metrics = jax.lax.scan(one, carry, mbs)
       per_update.append(metrics)
     metrics = jax.tree.map(lambda *x: jnp.concatenate(x).mean(), *per_update)
     moving = (jnp.abs(adv) * mask).reshape(q, -1).max(-1) > 0
@@ -138,12 +146,9 @@ def make_rl_step(apply, optimizer: optax.GradientTransformation, est: Estimator,
         turn_error_rate=ro.failed_turns.sum() / jnp.maximum(ro.num_turns.sum(), 1),
         turns_per_episode=ro.num_turns.mean(),
         nonzero_grad_groups=moving.mean())
-    bad_now = ~jnp.isfinite(metrics["loss"])
-    first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
-    return TrainState(state.step + 1, *carry), first_bad, metrics
+    return (*carry, metrics)
 
-  return jax.jit(step, in_shardings=(shardings, rep, mesh_lib.batch_sharding(mesh), rep),
-                 out_shardings=(shardings, rep, rep), donate_argnums=(0,))
+  return state_lib.make_update_step(update, mesh, shardings)
 
 
 def make_evaluator(apply, eval_sets: dict[str, coder.Tasks], key: jax.Array,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -116,10 +118,26 @@ def sequence_logps(apply, params, tokens, mask):
   return (logp * mask[:, 1:]).sum(-1)
 
 
+class PreferenceLoss(NamedTuple):
+  """One preference loss: per-pair losses from (chosen, rejected, ref_chosen, ref_rejected)
+  log-probs, and whether its implicit reward is length-normalised (IPO)."""
+  losses: Callable  # (c, args, chosen_lengths, rejected_lengths) -> [B]
+  per_token: bool
+
+
+PREFERENCE_LOSSES = {
+    "dpo": PreferenceLoss(lambda c, args, lw, ll: rl.dpo_loss(*args, beta=c.beta), False),
+    "rdpo": PreferenceLoss(lambda c, args, lw, ll: rl.robust_dpo_loss(
+        *args, beta=c.beta, label_noise=c.label_noise), False),
+    "ipo": PreferenceLoss(lambda c, args, lw, ll: rl.ipo_loss(
+        *args, beta=c.beta, chosen_lengths=lw, rejected_lengths=ll), True),
+}
+
+
 def implicit_reward(kind: str, logps, ref_logps, lengths):
   """What each loss ranks responses by: the log-ratio, length-normalised for IPO."""
   ratio = logps - ref_logps
-  return ratio / lengths if kind == "ipo" else ratio
+  return ratio / lengths if PREFERENCE_LOSSES[kind].per_token else ratio
 
 
 def preference_loss(apply, kind: str, c, params, batch, key):
@@ -130,13 +148,7 @@ def preference_loss(apply, kind: str, c, params, batch, key):
   logps = sequence_logps(apply, params, tokens, mask)
   lengths = mask.sum(-1)
   args = (logps[:b], logps[b:], batch["ref_chosen"], batch["ref_rejected"])
-  if kind == "dpo":
-    losses = rl.dpo_loss(*args, beta=c.beta)
-  elif kind == "rdpo":
-    losses = rl.robust_dpo_loss(*args, beta=c.beta, label_noise=c.label_noise)
-  else:
-    losses = rl.ipo_loss(*args, beta=c.beta, chosen_lengths=lengths[:b],
-                         rejected_lengths=lengths[b:])
+  losses = PREFERENCE_LOSSES[kind].losses(c, args, lengths[:b], lengths[b:])
   loss = rl.weighted_mean(losses, batch["weight"], normalize=c.normalize)
   return loss, {"margin": (args[0] - args[2] - args[1] + args[3]).mean()}
 

@@ -60,7 +60,7 @@ def score(ar_logits, samples: jax.Array, vocab: int) -> dict[str, float]:
 
 def make_sampler(lm_model, params, name: str, steps: int, ec, length: int):
   """A jitted `key -> samples [num_samples, length]` for one sampler at one step count."""
-  if lm_model.algo == "mdlm":
+  if lm_model.spec.masked:
     if name != "ancestral":
       raise ConfigError(f"MDLM supports the 'ancestral' sampler only, got {name!r}")
 

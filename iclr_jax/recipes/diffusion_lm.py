@@ -7,7 +7,8 @@ Duo++ (top-k curriculum) and MDLM (masked). Entry: `train_and_evaluate(config, w
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +27,34 @@ from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
 
-ALGOS = ("duo", "duo_pp", "mdlm")
+def _full_curriculum(lm, key, x, gamma):
+  """Duo: the K-dim Gaussian latent's tempered softmax as the model input."""
+  weights, z = diffusion.full_curriculum(key, x, gamma=gamma, vocab_size=lm.vocab,
+                                         tau=lm.cfg.tau)
+  return (None, weights), z
+
+
+def _topk_curriculum(lm, key, x, gamma):
+  """Duo++: the top-k of the latent only (ids and weights), O(k) per token."""
+  smp = diffusion.topk_curriculum(key, x, gamma=gamma, vocab_size=lm.vocab, k=lm.cfg.topk,
+                                  tau=lm.cfg.tau)
+  return (smp.ids, smp.weights), smp.z_t
+
+
+class Algorithm(NamedTuple):
+  """What sets one discrete-diffusion algorithm apart in this recipe; a new one (e.g. SEDD)
+  is a new row of ALGORITHMS."""
+  masked: bool  # absorbing state: a mask token, SUBS + MDLM loss, no prior term, no σ input
+  curriculum: Callable | None  # (lm, key, x, γ) -> (model inputs, z_t); None: none
+  samplers: tuple[str, ...]  # the samplers its evaluation runs by default
+
+
+ALGORITHMS = {
+    "duo": Algorithm(False, _full_curriculum, ("ancestral", "psi")),
+    "duo_pp": Algorithm(False, _topk_curriculum, ("ancestral", "psi")),
+    "mdlm": Algorithm(True, None, ("ancestral",)),
+}
+ALGOS = tuple(ALGORITHMS)
 
 
 def _times(key, batch: int, *, t_min: float, antithetic: bool) -> jax.Array:
@@ -42,9 +70,10 @@ class DiffusionLM:
 
   def __init__(self, config, vocab: int):
     self.algo, self.cfg, self.vocab = config.experiment, config.diffusion, vocab
-    if self.algo not in ALGOS:
+    if self.algo not in ALGORITHMS:
       raise ConfigError(f"config.experiment must be one of {ALGOS}, got {self.algo!r}")
-    self.model_vocab = vocab + 1 if self.algo == "mdlm" else vocab
+    self.spec = ALGORITHMS[self.algo]
+    self.model_vocab = vocab + 1 if self.spec.masked else vocab
     self.mask_id = vocab  # only used by MDLM
     self.loss_chunk = int(config.model.get("loss_chunk", 0))
     mc = config.model
@@ -53,12 +82,12 @@ class DiffusionLM:
       with config_section("config.model"):
         return DiT(vocab_size=self.model_vocab, d_model=mc.d_model, num_layers=mc.num_layers,
                    num_heads=mc.num_heads, mlp_ratio=mc.mlp_ratio,
-                   cond_dim=0 if self.algo == "mdlm" else mc.cond_dim,
+                   cond_dim=0 if self.spec.masked else mc.cond_dim,
                    attention=mc.attention, rngs=nnx.Rngs(params=key),
                    dtype=jnp.dtype(mc.dtype))
     self._fns = model_functions(build)
     self.graphdef = self._fns.graphdef
-    if self.algo != "mdlm":
+    if self.spec.curriculum is not None:
       a_lo, a_hi = self.cfg.curriculum_alpha
       if not 0.0 < a_lo < a_hi < 1.0:
         raise ConfigError("config.diffusion.curriculum_alpha must be (low, high) with "
@@ -104,7 +133,7 @@ class DiffusionLM:
     a, da = self.schedule(t)
     sigma = -jnp.log(a)
     a_tok, da_tok = (jnp.broadcast_to(v[:, None], x.shape) for v in (a, da))
-    if self.algo == "mdlm":
+    if self.spec.masked:
       keep = jax.random.uniform(k_z, x.shape) < a[:, None]
       z = jnp.where(keep, x, self.mask_id)
       return self._token_losses(params, (z, None), sigma, self._mdlm_token_loss, x, z, a_tok,
@@ -125,14 +154,7 @@ class DiffusionLM:
     a, da_dgamma = diffusion.duality_fit_eval(self.fit, gamma)
     sigma = -jnp.log(a)
     g = jnp.broadcast_to(gamma[:, None], x.shape)
-    if self.algo == "duo_pp":
-      smp = diffusion.topk_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
-                                      k=self.cfg.topk, tau=self.cfg.tau)
-      inputs, z = (smp.ids, smp.weights), smp.z_t
-    else:
-      weights, z = diffusion.full_curriculum(k_w, x, gamma=g, vocab_size=self.vocab,
-                                             tau=self.cfg.tau)
-      inputs = (None, weights)
+    inputs, z = self.spec.curriculum(self, k_w, x, g)
     a_tok, da_tok = (jnp.broadcast_to(v[:, None], x.shape) for v in (a, da_dgamma * span))
     return self._token_losses(params, inputs, sigma, _duo_token_loss, x, z, a_tok, da_tok)
 
@@ -159,7 +181,7 @@ def make_eval_fn(lm: DiffusionLM, windows: np.ndarray, mesh, *, repeats: int, se
     return lm.discrete_loss(params, tokens, key).mean()
 
   prior = 0.0
-  if lm.algo != "mdlm":
+  if not lm.spec.masked:
     a1 = float(lm.schedule(jnp.asarray(1.0))[0])
     prior = float(diffusion.uniform_prior_kl(jnp.zeros(()), alpha_1=a1, vocab_size=lm.vocab))
 
@@ -186,7 +208,7 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
                                     factory.shardings)
   phases: Any = plain
   curriculum_end = int(config.diffusion.curriculum_fraction * config.num_steps)
-  if lm.algo != "mdlm" and curriculum_end > 0:
+  if lm.spec.curriculum is not None and curriculum_end > 0:
     curr = state_lib.make_train_step(_mean_loss(lm.curriculum_loss), optimizer, mesh,
                                      factory.shardings)
     phases = [(curriculum_end, curr), (config.num_steps, plain)]
@@ -229,8 +251,9 @@ def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> li
 
 def base_config(algo: str, arg: str | None = None):
   """The shared config of configs/{duo,duo_pp,mdlm}.py; `arg='smoke'` runs in seconds."""
-  if algo not in ALGOS:
+  if algo not in ALGORITHMS:
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+  spec = ALGORITHMS[algo]
   c = text_config(algo, num_steps=1000, eval_every=250, checkpoint_every=250)
   # Uniform-state diffusion learns slowly at CPU scale: a 512-token BPE lets the 2-core
   # default get well below the unigram bound in 12 minutes (at 2048 it barely moves).
@@ -245,7 +268,7 @@ def base_config(algo: str, arg: str | None = None):
   # to other vocabularies (at K = 2048 the same γ range would never go below α = 0.19).
   c.diffusion = dict(schedule="log-linear", eps=1e-3, t_min=1e-3, antithetic=True,
                      curriculum_alpha=(0.05, 0.95), tau=1e-3, topk=2,
-                     curriculum_fraction=0.0 if algo == "mdlm" else 0.5)
+                     curriculum_fraction=0.0 if spec.curriculum is None else 0.5)
   c.optim = dict(lr=1e-3, warmup_steps=50, weight_decay=0.0, b1=0.9, b2=0.999,
                  grad_clip=1.0, min_lr_ratio=0.1)
   c.eval_repeats = 2
@@ -253,7 +276,7 @@ def base_config(algo: str, arg: str | None = None):
   # <workdir>/ar_evaluator unless ar_workdir names an ar_lm run with the same tokenizer).
   c.eval = dict(ar_workdir="", ar_config_arg="", ar_steps=400, num_samples=32,
                 steps=(8, 16, 32, 64, 128),
-                samplers=("ancestral",) if algo == "mdlm" else ("ancestral", "psi"),
+                samplers=spec.samplers,
                 # Nucleus filtering sorts the vocabulary at every step (~1 s per step at
                 # 32 x 128 x 2048 on 2 CPU cores); 1.0 turns it off.
                 top_p=1.0, psi_kappa="max-capped", psi_eta=0.02, psi_hold_at=0.9,

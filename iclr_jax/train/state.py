@@ -109,25 +109,40 @@ def init_train_state(init_params: Callable[[jax.Array], Any],
   return factory.init(), factory.shardings
 
 
-def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh,
-                    shardings: TrainState, *, donate: bool = True):
-  """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)`.
+# (params, opt_state, batch, key) -> (params, opt_state, metrics with a scalar 'loss').
+UpdateFn = Callable[[Any, Any, Any, jax.Array], tuple[Any, Any, dict]]
 
-  `first_bad` is an int32 scalar, -1 until the first step whose loss is NaN/inf, then that
-  step's number; keeping it on the device lets the loop check it only when it logs or saves.
-  Start it replicated like the output (`jax.device_put(-1, state.step.sharding)`, as
-  `loop.train_loop` does): a single-device scalar would cost a second compilation.
-  The step's randomness is `fold_in(key, state.step)`, so a resumed run draws the same keys.
+
+def gradient_update(loss_fn: LossFn, optimizer: optax.GradientTransformation) -> UpdateFn:
+  """One optimizer step on `loss_fn(params, batch, key) -> (loss, aux)`; metrics are loss,
+  grad_norm and aux."""
+  def update(params, opt_state, batch, key):
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, key)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **aux}
+    return optax.apply_updates(params, updates), opt_state, metrics
+  return update
+
+
+def make_update_step(update: UpdateFn, mesh: Mesh, shardings: TrainState, *,
+                     donate: bool = True):
+  """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)` around any
+  update (one gradient step, or rollouts followed by several minibatch updates).
+
+  The wrapper owns what every step shares: the step's randomness `fold_in(key, state.step)`
+  (a resumed run draws the same keys), the step counter, the NaN/inf flag, and the jit with
+  the state's shardings and donation. `first_bad` is an int32 scalar, -1 until the first
+  step whose `metrics['loss']` is NaN/inf, then that step's number; keeping it on the device
+  lets the loop check it only when it logs or saves. Start it replicated like the output
+  (`jax.device_put(-1, state.step.sharding)`, as `loop.train_loop` does): a single-device
+  scalar would cost a second compilation.
   """
   rep = mesh_lib.replicated(mesh)
 
   def step(state: TrainState, first_bad, batch, key):
     key = jax.random.fold_in(key, state.step)
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, key)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **aux}
-    bad_now = ~jnp.isfinite(loss)
+    params, opt_state, metrics = update(state.params, state.opt_state, batch, key)
+    bad_now = ~jnp.isfinite(metrics["loss"])
     first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
     return TrainState(state.step + 1, params, opt_state), first_bad, metrics
 
@@ -135,3 +150,10 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, me
                  in_shardings=(shardings, rep, mesh_lib.batch_sharding(mesh), rep),
                  out_shardings=(shardings, rep, rep),
                  donate_argnums=(0,) if donate else ())
+
+
+def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh,
+                    shardings: TrainState, *, donate: bool = True):
+  """`make_update_step` of one gradient step on `loss_fn` (see there)."""
+  return make_update_step(gradient_update(loss_fn, optimizer), mesh, shardings,
+                          donate=donate)
