@@ -118,7 +118,11 @@ class DualityFit(NamedTuple):
 
 def fit_duality(*, vocab_size: int, gamma_min: float, gamma_max: float,
                 degree: int = 40) -> DualityFit:
-  """Fits T(γ) on [gamma_min, gamma_max] at Chebyshev nodes (host-side, once per run)."""
+  """Fits T(γ) on [gamma_min, gamma_max] at Chebyshev nodes (host-side, once per run).
+
+  The nodes are evaluated in float64 (under `jax.enable_x64`, whatever the caller's
+  setting); the coefficients are stored as float32 for the training loop.
+  """
   if not gamma_min < gamma_max:
     raise ValueError(f"need gamma_min < gamma_max, got {gamma_min}, {gamma_max}")
   nodes = np.cos(np.pi * (np.arange(4 * degree) + 0.5) / (4 * degree))

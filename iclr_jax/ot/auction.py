@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.checks import is_traced
+
 
 class AuctionResult(NamedTuple):
   assignment: jax.Array  # [N] int32: object of each person
@@ -53,13 +55,14 @@ class _Lists(NamedTuple):
 
 def cheapest(cost: jax.Array, k: int) -> _Lists:
   """The k cheapest objects of every row of cost [N, M] (in no particular order; lists
-  [N, k], next cost [N]). NumPy's introselect on CPU (several times faster there than XLA's
-  sort-based top_k), `lax.top_k` elsewhere."""
+  [N, k], next cost [N]). NumPy's introselect for concrete costs on CPU (several times
+  faster there than XLA's sort-based top_k), `lax.top_k` elsewhere and under the caller's
+  jit, so `auction_assignment` can be jitted on every backend."""
   n = cost.shape[1]
   if k >= n:
     index = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), cost.shape)
     return _Lists(index, cost, jnp.full(cost.shape[0], jnp.inf, cost.dtype))
-  if jax.default_backend() == "cpu":
+  if jax.default_backend() == "cpu" and not is_traced(cost):
     c = np.asarray(cost)
     # In blocks of rows: argpartition writes a whole [rows, N] permutation, which for all
     # rows at once costs more in memory traffic than the selection itself.

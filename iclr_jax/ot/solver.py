@@ -43,10 +43,23 @@ from iclr_jax.ot.sinkhorn import sinkhorn_transport
 
 
 class OTResult(NamedTuple):
-  plan: jax.Array  # assignment: [n] int σ, π(i, σ(i)) = 1/n; else [n_a, n_b] float64 NumPy
-  cost: jax.Array  # Σ π·d^p under the true distance; max d on the support for p = ∞
-  wp: jax.Array  # cost^(1/p); the bottleneck for p = ∞
-  bound: jax.Array  # certified: cost ≤ bound·OPT (OPT = W_p^p, or W_∞ for p = ∞)
+  """A plan and its certificate. `plan` is compact where it can be (the assignment case:
+  int32 σ [n], π(i, σ(i)) = total/n); `matrix()` is the dense form in every case."""
+  plan: jax.Array | np.ndarray  # assignment: int32 [n]; else float64 NumPy [n_a, n_b]
+  cost: np.float64  # Σ π·d^p under the true distance; max d on the support for p = ∞
+  wp: np.float64  # cost^(1/p); the bottleneck for p = ∞
+  bound: np.float64  # certified: cost ≤ bound·OPT (OPT = W_p^p, or W_∞ for p = ∞)
+
+  def matrix(self, total: float = 1.0) -> np.ndarray:
+    """The plan as a float64 [n_a, n_b] NumPy matrix; `total` is the mass of the
+    assignment case (uniform masses were given as None: total 1)."""
+    plan = np.asarray(self.plan)
+    if plan.ndim == 2:
+      return plan.astype(np.float64)
+    n = plan.shape[0]
+    dense = np.zeros((n, n))
+    dense[np.arange(n), plan] = total / n
+    return dense
 
 
 def _check_masses(a, b, n_a, n_b):
@@ -101,7 +114,11 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   """A (4+ε)-approximate optimal transport plan between point clouds x and y.
 
   Host-side: it runs jitted kernels and NumPy between them on concrete inputs, so it cannot
-  be called inside `jit` (a traced input is a ValueError).
+  be called inside `jit` (a traced input is a ValueError). Precision: the points may be
+  float32 or float64; true distances, the cost table and the certificate are float64
+  whatever the caller's x64 setting (those kernels run under `jax.enable_x64`); the auction
+  tries float32 prices first where they can resolve ε and keeps them only if the float64
+  certificate holds.
 
   Args:
     x, y: source points [n_a, d] and target points [n_b, d], of any scale (they are centred

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -31,12 +32,26 @@ from iclr_jax.errors import ConfigError
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.metrics import append_jsonl, read_jsonl
 from iclr_jax.uq import baselines, estimators, tabular
-from iclr_jax.uq.clear import calibrate_clear, clear_interval
+from iclr_jax.uq.clear import Band, ClearInputs, calibrate_clear, clear_interval
 from iclr_jax.uq.metrics import coverage_by_bin, interval_metrics
 
 METHODS = ("clear", "cqr", "aleatoric_r", "pcs")
 FAMILIES = ("tabular", "jax")
 METRICS = ("coverage", "niw", "mpiw", "interval_score", "pinball", "crps", "worst_bin_coverage")
+
+
+class Components(NamedTuple):
+  """One split's estimates: the epistemic band (f̂ and its bounds), the plain aleatoric
+  quantiles, and the residual model's quantiles re-centred on f̂ (ALEATORIC-R)."""
+  band: Band
+  plain: Band
+  resid: Band
+
+
+def _quantile_band(q) -> Band:
+  """Quantiles at (α/2, 0.5, 1 − α/2) as a Band."""
+  q_lo, q_med, q_hi = (np.asarray(v, np.float64) for v in q)
+  return Band(q_med, q_lo, q_hi)
 
 
 def _tabular_components(c, alpha, x_tr, y_tr, x_cal, y_cal, x_te, seed):
@@ -53,8 +68,9 @@ def _tabular_components(c, alpha, x_tr, y_tr, x_cal, y_cal, x_te, seed):
   out = {}
   for part, x in (("cal", x_cal), ("test", x_te)):
     f = band[part][0]
-    out[part] = dict(band=band[part], plain=tabular.quantile_gbm_predict(plain, x),
-                     resid=tabular.quantile_gbm_predict(resid, x, epistemic=f))
+    out[part] = Components(Band(*band[part]),
+                           _quantile_band(tabular.quantile_gbm_predict(plain, x)),
+                           _quantile_band(tabular.quantile_gbm_predict(resid, x, epistemic=f)))
   return out, {"kept": list(pcs.kept), "r2": pcs.scores}
 
 
@@ -79,22 +95,18 @@ def _jax_components(c, alpha, x_tr, y_tr, x_cal, y_cal, x_te, seed):
     q_plain = np.asarray(estimators.quantile_predict(plain, x, levels), np.float64)
     q_resid = np.asarray(estimators.quantile_predict(resid, np.column_stack([x, f]), levels),
                          np.float64) + f
-    out[part] = dict(band=band[part], plain=tuple(q_plain), resid=tuple(q_resid))
+    out[part] = Components(Band(*band[part]), _quantile_band(q_plain), _quantile_band(q_resid))
   return out, {}
 
 
-def _clear_inputs(part):
-  f, e_lo, e_hi = part["band"]
-  q_lo, q_med, q_hi = part["resid"]
-  return dict(median_epistemic=f, epistemic_lower=e_lo, epistemic_upper=e_hi,
-              aleatoric_median=q_med, aleatoric_lower=q_lo, aleatoric_upper=q_hi)
+def _clear_inputs(part: Components) -> dict:
+  return ClearInputs.from_bands(part.band, part.resid)._asdict()
 
 
-def _centred(part, which):
+def _centred(part: Components, which: str):
   """Quantile bounds re-centred on f̂ (the reference code's CQR input)."""
-  f = part["band"][0]
-  q_lo, q_med, q_hi = part[which]
-  return dict(lower=f - (q_med - q_lo), upper=f + (q_hi - q_med))
+  f, q = part.band.median, getattr(part, which)
+  return dict(lower=f - (q.median - q.lower), upper=f + (q.upper - q.median))
 
 
 def intervals(comps, y_cal, alpha):
@@ -108,11 +120,8 @@ def intervals(comps, y_cal, alpha):
   for method, which in (("cqr", "plain"), ("aleatoric_r", "resid")):
     q = baselines.calibrate_cqr(y_cal, alpha=alpha, **_centred(cal, which))
     out[method] = (baselines.cqr_interval(q, **_centred(test, which)), {"correction": q})
-  f, e_lo, e_hi = cal["band"]
-  pcs = baselines.calibrate_pcs(y_cal, median=f, lower=e_lo, upper=e_hi, alpha=alpha)
-  f, e_lo, e_hi = test["band"]
-  out["pcs"] = (baselines.pcs_interval(pcs, median=f, lower=e_lo, upper=e_hi),
-                {"gamma": pcs.gamma})
+  pcs = baselines.calibrate_pcs(y_cal, alpha=alpha, **cal.band._asdict())
+  out["pcs"] = (baselines.pcs_interval(pcs, **test.band._asdict()), {"gamma": pcs.gamma})
   return out
 
 

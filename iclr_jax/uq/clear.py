@@ -43,6 +43,28 @@ def default_lambdas() -> np.ndarray:
   return np.concatenate([np.linspace(0.0, 0.09, 10), np.logspace(-1, 2, 4001)])
 
 
+class Band(NamedTuple):
+  """A central value and the bounds around it, each [n]."""
+  median: jax.Array
+  lower: jax.Array
+  upper: jax.Array
+
+
+class ClearInputs(NamedTuple):
+  """The six [n] arrays `calibrate_clear` and `clear_interval` take, by name:
+  `calibrate_clear(y, **inputs._asdict())`."""
+  median_epistemic: jax.Array
+  epistemic_lower: jax.Array
+  epistemic_upper: jax.Array
+  aleatoric_median: jax.Array
+  aleatoric_lower: jax.Array
+  aleatoric_upper: jax.Array
+
+  @classmethod
+  def from_bands(cls, epistemic: Band, aleatoric: Band) -> "ClearInputs":
+    return cls(*epistemic, *aleatoric)
+
+
 class ClearParams(NamedTuple):
   """Calibrated weights: interval = f̂ ∓ (gamma1 · aleatoric + gamma2 · epistemic) parts."""
   gamma1: jax.Array

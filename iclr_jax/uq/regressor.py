@@ -16,7 +16,8 @@ import jax
 import numpy as np
 
 from iclr_jax.uq import estimators
-from iclr_jax.uq.clear import MODES, ClearParams, calibrate_clear, check_alpha, clear_interval
+from iclr_jax.uq.clear import (MODES, Band, ClearInputs, ClearParams, calibrate_clear,
+                               check_alpha, clear_interval)
 
 
 @dataclasses.dataclass
@@ -57,9 +58,8 @@ class CLEARRegressor:
     f, e_lo, e_hi = estimators.ensemble_predict(self.ensemble_, x, alpha=self.alpha)
     q_lo, q_med, q_hi = estimators.quantile_predict(
         self.quantiles_, x, [self.alpha / 2, 0.5, 1 - self.alpha / 2])
-    return {k: np.asarray(v) for k, v in dict(
-        median_epistemic=f, epistemic_lower=e_lo, epistemic_upper=e_hi,
-        aleatoric_median=q_med, aleatoric_lower=q_lo, aleatoric_upper=q_hi).items()}
+    inputs = ClearInputs.from_bands(Band(f, e_lo, e_hi), Band(q_med, q_lo, q_hi))
+    return {k: np.asarray(v) for k, v in inputs._asdict().items()}
 
   def calibrate(self, x, y) -> CLEARRegressor:
     self.params_ = calibrate_clear(np.asarray(y, np.float64), alpha=self.alpha, mode=self.mode,
