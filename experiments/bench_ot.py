@@ -21,6 +21,7 @@ import numpy as np
 from absl import app, flags
 
 from iclr_jax.train import cli
+from iclr_jax.train.study import figure
 
 _SIZES = flags.DEFINE_list("sizes", ["500", "1000", "2000"], "Points per side n = |A| = |B|.")
 _CLOUDS = flags.DEFINE_list("clouds", ["uniform2", "uniform10", "gaussian2", "gaussian10",
@@ -109,23 +110,18 @@ def bench_one(cloud, n, p, eps, rng):
 
 
 def plot(rows, path):
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(12, 4.5))
-  for p in sorted({str(r["p"]) for r in rows}):
-    sel = [r for r in rows if str(r["p"]) == p]
-    ns = sorted({r["n"] for r in sel})
-    mean = lambda key, n: np.mean([r[key] for r in sel if r["n"] == n and key in r] or [np.nan])  # noqa: E731
-    ax_t.plot(ns, [mean("ours_s", n) for n in ns], "o-", label=f"ours p={p}")
-    ax_t.plot(ns, [mean("exact_s", n) for n in ns], "x--", label=f"exact p={p}")
-    ax_r.plot(ns, [mean("ratio", n) for n in ns], "o-", label=f"p={p}")
-  ax_t.set(xscale="log", yscale="log", xlabel="n per side", ylabel="seconds (mean over clouds)")
-  ax_r.set(xscale="log", xlabel="n", ylabel="W_p ratio ours / exact (mean over clouds)")
-  ax_t.legend(fontsize=7)
-  ax_r.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  with figure(path, 1, 2, figsize=(12, 4.5)) as (ax_t, ax_r):
+    for p in sorted({str(r["p"]) for r in rows}):
+      sel = [r for r in rows if str(r["p"]) == p]
+      ns = sorted({r["n"] for r in sel})
+      mean = lambda key, n: np.mean([r[key] for r in sel if r["n"] == n and key in r] or [np.nan])  # noqa: E731
+      ax_t.plot(ns, [mean("ours_s", n) for n in ns], "o-", label=f"ours p={p}")
+      ax_t.plot(ns, [mean("exact_s", n) for n in ns], "x--", label=f"exact p={p}")
+      ax_r.plot(ns, [mean("ratio", n) for n in ns], "o-", label=f"p={p}")
+    ax_t.set(xscale="log", yscale="log", xlabel="n per side", ylabel="seconds (mean over clouds)")
+    ax_r.set(xscale="log", xlabel="n", ylabel="W_p ratio ours / exact (mean over clouds)")
+    ax_t.legend(fontsize=7)
+    ax_r.legend(fontsize=7)
 
 
 def main(argv):

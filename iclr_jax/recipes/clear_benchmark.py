@@ -30,7 +30,7 @@ from absl import logging
 from iclr_jax.datasets.regression import load_regression, split_indices
 from iclr_jax.errors import ConfigError
 from iclr_jax.train.loop import write_json
-from iclr_jax.train.metrics import append_jsonl, read_jsonl
+from iclr_jax.train.study import Study, figure, mean_std
 from iclr_jax.uq import baselines, estimators, tabular
 from iclr_jax.uq.clear import Band, ClearInputs, calibrate_clear, clear_interval
 from iclr_jax.uq.metrics import coverage_by_bin, interval_metrics
@@ -144,11 +144,6 @@ def _run_unit(config, data, name, seed, family):
   return rows
 
 
-def _done_units(path):
-  rows = read_jsonl(path)
-  return {(r["dataset"], r["seed"], r["family"]) for r in rows}, rows
-
-
 def _check_config(config):
   for field in ("datasets", "seeds", "families"):
     if not list(config[field]):
@@ -164,20 +159,20 @@ def train_and_evaluate(config, workdir: str):
   """Runs every missing dataset × seed × family unit, then writes the tables and summary."""
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, "results.jsonl")
-  done, rows = _done_units(path)
+  study = Study(workdir, key=("dataset", "seed", "family"))
   start = time.time()
   for name in config.datasets:
-    todo = [(s, f) for s in config.seeds for f in config.families if (name, s, f) not in done]
+    todo = [(s, f) for s in config.seeds for f in config.families
+            if not study.done(dataset=name, seed=s, family=f)]
     data = load_regression(name) if todo else None
     for seed, family in todo:
       t0 = time.time()
       new = _run_unit(config, data, name, int(seed), family)
-      append_jsonl(path, new)  # one unit at a time: resumable
-      rows += new
+      study.record(new)  # one unit at a time: resumable
       logging.info("%s seed %d %s: %.1f s; %s", name, seed, family, time.time() - t0,
                    ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"
                              for r in new))
+  rows = study.rows
   table = aggregate(rows)
   summary = summarize(table, config)
   summary["seconds_this_run"] = time.time() - start
@@ -191,14 +186,8 @@ def train_and_evaluate(config, workdir: str):
 
 def aggregate(rows):
   """Means over seeds per (family, dataset, method): the metrics plus 'seeds'."""
-  groups = {}
-  for r in rows:
-    groups.setdefault((r["family"], r["dataset"], r["method"]), []).append(r)
-  table = []
-  for (family, name, method), rs in sorted(groups.items()):
-    table.append(dict(family=family, dataset=name, method=method, seeds=len(rs),
-                      **{m: float(np.mean([r[m] for r in rs])) for m in METRICS}))
-  return table
+  return mean_std(rows, by=("family", "dataset", "method"), metrics=METRICS, std=False,
+                  sort=True)
 
 
 def summarize(table, config):
@@ -233,23 +222,18 @@ def write_table(workdir, table):
 
 def plot_niw(table, path):
   """NIW per dataset and method (one panel per family)."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   families = sorted({r["family"] for r in table})
-  fig, axes = plt.subplots(len(families), 1, figsize=(12, 3.5 * len(families)), squeeze=False)
-  for ax, family in zip(axes[:, 0], families):
-    names = sorted({r["dataset"] for r in table if r["family"] == family})
-    niw = {(r["dataset"], r["method"]): r["niw"] for r in table if r["family"] == family}
-    width = 0.8 / len(METHODS)
-    for i, method in enumerate(METHODS):
-      ax.bar(np.arange(len(names)) + i * width, [niw[(d, method)] for d in names], width,
-             label=method)
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=30, ha="right")
-    ax.set_yscale("log")
-    ax.set_ylabel("NIW (test)")
-    ax.set_title(f"{family} estimators, coverage target 0.95")
-    ax.legend(ncol=len(METHODS), fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  with figure(path, len(families), 1, figsize=(12, 3.5 * len(families)),
+              squeeze=False) as axes:
+    for ax, family in zip(axes[:, 0], families):
+      names = sorted({r["dataset"] for r in table if r["family"] == family})
+      niw = {(r["dataset"], r["method"]): r["niw"] for r in table if r["family"] == family}
+      width = 0.8 / len(METHODS)
+      for i, method in enumerate(METHODS):
+        ax.bar(np.arange(len(names)) + i * width, [niw[(d, method)] for d in names], width,
+               label=method)
+      ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=30, ha="right")
+      ax.set_yscale("log")
+      ax.set_ylabel("NIW (test)")
+      ax.set_title(f"{family} estimators, coverage target 0.95")
+      ax.legend(ncol=len(METHODS), fontsize=8)

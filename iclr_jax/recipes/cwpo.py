@@ -38,7 +38,8 @@ from iclr_jax.nn.functional import decoder_lm
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
-from iclr_jax.train.metrics import append_jsonl, read_jsonl
+from iclr_jax.train.study import Study, figure, mean_std, pm
+from iclr_jax.train.study import markdown_table as study_table
 
 VARIANTS = {  # name -> (labels, loss, weighted)
     "dpo_human_all": ("human_all", "dpo", False),
@@ -271,11 +272,10 @@ def train_and_evaluate(config, workdir: str):
   with config_section("config.model"):
     fns = decoder_lm(config.model, task.vocab_size)
   init_params, apply = fns.init_params, fns.apply
-  path = os.path.join(workdir, "results.jsonl")
-  done = {(r["variant"], r["seed"]): r for r in read_jsonl(path)}
+  study = Study(workdir, key=("variant", "seed"))
   t0 = time.time()
   for seed in range(config.seeds):
-    todo = [v for v in config.variants if (v, seed) not in done]
+    todo = [v for v in config.variants if not study.done(variant=v, seed=seed)]
     if not todo:
       continue
     data = SeedData(config, seed, apply, jax.jit(init_params)(jax.random.key(seed)))
@@ -290,11 +290,11 @@ def train_and_evaluate(config, workdir: str):
                           variant, seed, mesh, init_params, apply)
       row = {"variant": variant, "seed": seed, "seconds": time.time() - t1,
              "annotator_test_accuracy": data.annotator_test_accuracy, **out}
-      append_jsonl(path, [row])
-      done[(variant, seed)] = row
+      study.record([row])
       logging.info("%s seed %d: gold accuracy %.3f (%.0f s)", variant, seed,
                    row["gold_accuracy"], row["seconds"])
-  table = aggregate([done[(v, s)] for v in config.variants for s in range(config.seeds)])
+  table = aggregate([study.select(variant=v, seed=s)[0] for v in config.variants
+                     for s in range(config.seeds)])
   loop.write_json(workdir, "table.json", table)
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(markdown_table(table) + "\n")
@@ -304,42 +304,30 @@ def train_and_evaluate(config, workdir: str):
 
 
 def aggregate(results):
-  rows = []
-  for v in dict.fromkeys(r["variant"] for r in results):
-    rs = [r for r in results if r["variant"] == v]
-    row = {"variant": v, "seeds": len(rs), "train_pairs": rs[0]["train_pairs"]}
-    for m in ("gold_accuracy", "label_accuracy", "mean_weight"):
-      vals = np.array([r[m] for r in rs])
-      row[m], row[m + "_std"] = float(vals.mean()), float(vals.std())
-    rows.append(row)
+  rows = mean_std(results, by=("variant",),
+                  metrics=("gold_accuracy", "label_accuracy", "mean_weight"))
+  for row in rows:
+    row["train_pairs"] = next(r["train_pairs"] for r in results
+                              if r["variant"] == row["variant"])
   ann = [r["annotator_test_accuracy"] for r in results]
   return {"rows": rows, "annotator_test_accuracy": float(np.mean(ann))}
 
 
 def markdown_table(table) -> str:
-  lines = [f"weak annotator gold accuracy on the test pairs: "
-           f"{table['annotator_test_accuracy']:.3f}", "",
-           "| variant | training pairs | label accuracy | mean weight | gold reward accuracy |",
-           "|---|--:|--:|--:|--:|"]
-  for r in table["rows"]:
-    lines.append(f"| {r['variant']} | {r['train_pairs']} | {r['label_accuracy']:.3f} | "
-                 f"{r['mean_weight']:.3f} | {r['gold_accuracy']:.3f} ± "
-                 f"{r['gold_accuracy_std']:.3f} |")
-  return "\n".join(lines)
+  head = (f"weak annotator gold accuracy on the test pairs: "
+          f"{table['annotator_test_accuracy']:.3f}")
+  return head + "\n\n" + study_table(table["rows"], [
+      ("variant", "{variant}"), ("training pairs", "{train_pairs}"),
+      ("label accuracy", "{label_accuracy:.3f}"), ("mean weight", "{mean_weight:.3f}"),
+      ("gold reward accuracy", pm("gold_accuracy"))])
 
 
 def plot_accuracy(table, path):
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   rows = table["rows"]
-  fig, ax = plt.subplots(figsize=(8, 3.5))
-  ax.bar(range(len(rows)), [r["gold_accuracy"] for r in rows],
-         yerr=[r["gold_accuracy_std"] for r in rows], capsize=3)
-  ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=20, ha="right")
-  lo = min(r["gold_accuracy"] - r["gold_accuracy_std"] for r in rows)
-  ax.set_ylim(max(0.0, lo - 0.05), None)
-  ax.set_ylabel("gold reward accuracy (test)")
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  with figure(path, figsize=(8, 3.5)) as ax:
+    ax.bar(range(len(rows)), [r["gold_accuracy"] for r in rows],
+           yerr=[r["gold_accuracy_std"] for r in rows], capsize=3)
+    ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=20, ha="right")
+    lo = min(r["gold_accuracy"] - r["gold_accuracy_std"] for r in rows)
+    ax.set_ylim(max(0.0, lo - 0.05), None)
+    ax.set_ylabel("gold reward accuracy (test)")

@@ -19,6 +19,7 @@ from iclr_jax.datasets.tokenizer import load_tokenizer
 from iclr_jax.diffusion import sampling
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import ar_lm
+from iclr_jax.train.study import figure
 
 
 def ar_evaluator(config, workdir: str, tokenizer):
@@ -118,28 +119,22 @@ def sampler_table(lm_model, params, ar_logits, config, key, validation: np.ndarr
 
 def plot_table(rows: list[dict[str, Any]], path: str, title: str) -> None:
   """Gen-PPL and entropy vs steps, one line per sampler; the data row as a dashed line."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-  for key, ax in zip(("gen_ppl", "entropy"), axes):
-    for name in dict.fromkeys(r["sampler"] for r in rows if r["sampler"] != "data"):
-      pts = [(r["steps"], r[key]) for r in rows if r["sampler"] == name]
-      ax.plot(*zip(*pts), marker="o", label=name)
-    ref = [r[key] for r in rows if r["sampler"] == "data"]
-    if ref:
-      ax.axhline(ref[0], color="gray", linestyle="--", label="validation text")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("sampling steps")
-    ax.set_ylabel({"gen_ppl": "generative perplexity (AR evaluator)",
-                   "entropy": "unigram entropy per sample (nats)"}[key])
-    ax.grid(alpha=0.3)
-  axes[0].set_yscale("log")
-  axes[0].legend()
-  fig.suptitle(title)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  with figure(path, 1, 2, figsize=(10, 4), dpi=110) as axes:
+    for key, ax in zip(("gen_ppl", "entropy"), axes):
+      for name in dict.fromkeys(r["sampler"] for r in rows if r["sampler"] != "data"):
+        pts = [(r["steps"], r[key]) for r in rows if r["sampler"] == name]
+        ax.plot(*zip(*pts), marker="o", label=name)
+      ref = [r[key] for r in rows if r["sampler"] == "data"]
+      if ref:
+        ax.axhline(ref[0], color="gray", linestyle="--", label="validation text")
+      ax.set_xscale("log", base=2)
+      ax.set_xlabel("sampling steps")
+      ax.set_ylabel({"gen_ppl": "generative perplexity (AR evaluator)",
+                     "entropy": "unigram entropy per sample (nats)"}[key])
+      ax.grid(alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[0].legend()
+    axes[0].figure.suptitle(title)
 
 
 def write_samples(path: str, outputs: dict[str, np.ndarray], tokenizer, per_sampler: int = 2):

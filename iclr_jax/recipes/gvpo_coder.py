@@ -26,7 +26,9 @@ from iclr_jax.recipes import coder_policy
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
-from iclr_jax.train.metrics import append_jsonl, read_jsonl, read_metrics
+from iclr_jax.train.metrics import read_metrics
+from iclr_jax.train.study import Study, figure, mean_std, pm
+from iclr_jax.train.study import markdown_table as study_table
 
 TABLE_METRICS = ("heldout_success", "train_success", "heldout_turn_error_rate",
                  "train_turn_error_rate")
@@ -142,12 +144,11 @@ def train_and_evaluate(config, workdir: str):
                                          layout, config.rl.temperature)
   warm = {k: float(v) for k, v in evaluate(params).items()}
   logging.info("warm start (%.0f s): %s", time.time() - t0, warm)
-  path = os.path.join(workdir, "results.jsonl")
-  done = {(r["estimator"], r["seed"]): r for r in read_jsonl(path)}
+  study = Study(workdir, key=("estimator", "seed"))
   runner = RLRunner(config, params, mesh, layout, apply, evaluate)
   for est in estimators:
     for seed in range(config.seeds):
-      if (est.name, seed) in done:
+      if study.done(estimator=est.name, seed=seed):
         continue
       t1 = time.time()
       run_dir = os.path.join(workdir, "runs", f"{est.name}_s{seed}")
@@ -156,11 +157,11 @@ def train_and_evaluate(config, workdir: str):
                 **run_curves(run_dir)}
       result.update({k.removeprefix("eval_"): v for k, v in result["curve"][-1].items()
                      if k != "step"})
-      append_jsonl(path, [result])
-      done[(est.name, seed)] = result
+      study.record([result])
       logging.info("%s seed %d: %.0f s, held-out success %.3f", est.name, seed,
                    result["seconds"], result["heldout_success"])
-  results = [done[(e.name, s)] for e in estimators for s in range(config.seeds)]
+  results = [study.select(estimator=e.name, seed=s)[0] for e in estimators
+             for s in range(config.seeds)]
   table = aggregate(results, warm, config)
   loop.write_json(workdir, "table.json", table)
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
@@ -173,66 +174,48 @@ def train_and_evaluate(config, workdir: str):
 
 def aggregate(results, warm, config):
   """Mean ± std over seeds per estimator of the final evaluation and training metrics."""
-  rows = []
-  for name in dict.fromkeys(r["estimator"] for r in results):
-    rs = [r for r in results if r["estimator"] == name]
-    row = {"estimator": name, "seeds": len(rs)}
-    for m in TABLE_METRICS:
-      vals = np.array([r[m] for r in rs], float)
-      row[m], row[m + "_std"] = float(vals.mean()), float(vals.std())
+  rows = mean_std(results, by=("estimator",), metrics=TABLE_METRICS)
+  for row in rows:
+    rs = [r for r in results if r["estimator"] == row["estimator"]]
     for m in ("nonzero_grad_groups", "turn_error_rate"):  # means over training rollouts
       row[f"rollout_{m}"] = float(np.mean([np.mean([t[m] for t in r["train_curve"]])
                                            for r in rs]))
-    rows.append(row)
   r = config.rl
   return {"warm_start": warm, "rows": rows,
           "rollouts_per_run": r.steps * r.tasks_per_step * r.group_size}
 
 
 def markdown_table(table) -> str:
-  lines = [f"warm start: held-out success {table['warm_start']['heldout_success']:.3f}, "
-           f"train-family success {table['warm_start']['train_success']:.3f}; "
-           f"{table['rollouts_per_run']} rollouts per run",
-           "",
-           "| estimator | seeds | held-out success | train-family success | "
-           "failed turns (held-out) | failed turns (training) | groups with gradient |",
-           "|---|--:|--:|--:|--:|--:|--:|"]
-  def pm(row, m):
-    return f"{row[m]:.3f} ± {row[m + '_std']:.3f}"
-
-  for row in table["rows"]:
-    lines.append(f"| {row['estimator']} | {row['seeds']} | {pm(row, 'heldout_success')} | "
-                 f"{pm(row, 'train_success')} | {pm(row, 'heldout_turn_error_rate')} | "
-                 f"{row['rollout_turn_error_rate']:.3f} | "
-                 f"{row['rollout_nonzero_grad_groups']:.2f} |")
-  return "\n".join(lines)
+  head = (f"warm start: held-out success {table['warm_start']['heldout_success']:.3f}, "
+          f"train-family success {table['warm_start']['train_success']:.3f}; "
+          f"{table['rollouts_per_run']} rollouts per run")
+  return head + "\n\n" + study_table(table["rows"], [
+      ("estimator", "{estimator}"), ("seeds", "{seeds}"),
+      ("held-out success", pm("heldout_success")), ("train-family success", pm("train_success")),
+      ("failed turns (held-out)", pm("heldout_turn_error_rate")),
+      ("failed turns (training)", "{rollout_turn_error_rate:.3f}"),
+      ("groups with gradient", "{rollout_nonzero_grad_groups:.2f}")])
 
 
 def plot_curves(results, warm, path, config):
   """Held-out and train-family success (from the warm start on) and the failed-turn rate of
   training rollouts vs rollouts, means over seeds per estimator."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   per_step = config.rl.tasks_per_step * config.rl.group_size
-  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-  for name in dict.fromkeys(r["estimator"] for r in results):
-    rs = [r for r in results if r["estimator"] == name]
-    steps = [0] + [row["step"] for row in rs[0]["curve"]]
-    for ax, key in zip(axes[:2], ("heldout_success", "train_success")):
-      ys = np.mean([[row[f"eval_{key}"] for row in r["curve"]] for r in rs], 0)
-      ax.plot(np.array(steps) * per_step, [warm[key], *ys], label=name)
-    tsteps = [t["step"] for t in rs[0]["train_curve"]]
-    axes[2].plot(np.array(tsteps) * per_step,
-                 np.mean([[t["turn_error_rate"] for t in r["train_curve"]] for r in rs], 0),
-                 label=name)
-  for ax, title in zip(axes, ("held-out families: success", "train families: success",
-                              "training rollouts: failed-turn rate")):
-    ax.set_xlabel("rollouts")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-  axes[0].legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  with figure(path, 1, 3, figsize=(15, 4)) as axes:
+    for name in dict.fromkeys(r["estimator"] for r in results):
+      rs = [r for r in results if r["estimator"] == name]
+      steps = [0] + [row["step"] for row in rs[0]["curve"]]
+      for ax, key in zip(axes[:2], ("heldout_success", "train_success")):
+        ys = np.mean([[row[f"eval_{key}"] for row in r["curve"]] for r in rs], 0)
+        ax.plot(np.array(steps) * per_step, [warm[key], *ys], label=name)
+      tsteps = [t["step"] for t in rs[0]["train_curve"]]
+      axes[2].plot(np.array(tsteps) * per_step,
+                   np.mean([[t["turn_error_rate"] for t in r["train_curve"]] for r in rs], 0),
+                   label=name)
+    for ax, title in zip(axes, ("held-out families: success", "train families: success",
+                                "training rollouts: failed-turn rate")):
+      ax.set_xlabel("rollouts")
+      ax.set_title(title)
+      ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
 

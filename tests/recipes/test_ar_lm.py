@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from iclr_jax.nn.functional import kernel_options
 from iclr_jax.recipes import ar_lm
 from iclr_jax.train import sweep as sweep_lib
 from iclr_jax.train.metrics import read_metrics
@@ -69,7 +70,7 @@ def test_race_lm_smoke_and_sweep_points(repo_root, tmp_path):
   config = module.get_config("smoke")
   final = ar_lm.train_and_evaluate(config, str(tmp_path))
   assert np.isfinite(final["loss"]) and final["step"] == config.num_steps
-  assert ar_lm.attention_options(config.model)["learn_beta"] is True
+  assert kernel_options(config.model)["learn_beta"] is True
   points = module.get_sweep()
   assert len(points) == 9
   for p in points:
