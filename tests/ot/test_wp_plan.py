@@ -39,8 +39,10 @@ def test_approximation_against_exact(rng, p):
     assert cost <= limit * opt * (1 + 1e-4)
     assert float(res.bound) <= limit * (1 + 1e-4)
     assert cost <= float(res.bound) * opt * (1 + 1e-4)
-    ratios.append(cost / opt)
-  assert np.mean(ratios) < limit  # in practice far below the worst case
+    ratios.append(cost / opt if p == math.inf else (cost / opt) ** (1 / p))
+  # The W_p ratio the docs report is far below the (4+ε) guarantee: here (seeded) the means
+  # are 1.05 / 1.14 / 1.20 (p = 1 / 2 / 5) and 1.26 (∞); at n = 500–2000, 1.11–1.27 and 1.5.
+  assert np.mean(ratios) < (1.6 if p == math.inf else 1.35), np.mean(ratios)
 
 
 @pytest.mark.parametrize("p", [1, 2, 5])

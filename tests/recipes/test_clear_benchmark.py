@@ -9,6 +9,7 @@ import pytest
 
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import clear_benchmark
+from iclr_jax.uq import Band
 from tests.recipes.config_files import smoke_config
 
 
@@ -25,9 +26,11 @@ def test_every_method_covers_its_calibration_set(rng):
   f = rng.normal(size=n)
   y = f + rng.normal(size=n) * rng.uniform(0.2, 1.5, n)
   spread = rng.uniform(0.05, 1.0, (4, n))
-  part = dict(band=(f, f - spread[0], f + spread[1]),
-              plain=(f - spread[2], f + 0.1, f + spread[3]),
-              resid=(f - 2 * spread[2], f, f + 2 * spread[3]))
+  # Bands are (median, lower, upper); the quantiles were (lower, median, upper) as estimated.
+  part = clear_benchmark.Components(
+      band=Band(f, f - spread[0], f + spread[1]),
+      plain=Band(f + 0.1, f - spread[2], f + spread[3]),
+      resid=Band(f, f - 2 * spread[2], f + 2 * spread[3]))
   out = clear_benchmark.intervals({"cal": part, "test": part}, y, 0.1)
   assert set(out) == set(clear_benchmark.METHODS)
   for (lo, hi), _ in out.values():
