@@ -44,7 +44,7 @@ def run_case(algo: str, vocab: int, batch: int, length: int) -> dict:
   import jax  # pylint: disable=import-outside-toplevel
   import ml_collections  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
-  from iclr_jax.recipes import diffusion_lm  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes.diffusion import diffusion_lm  # pylint: disable=import-outside-toplevel
   from iclr_jax.train import mesh as mesh_lib, state as state_lib  # pylint: disable=import-outside-toplevel
 
   config = diffusion_lm.base_config("duo" if algo == "full" else "duo_pp")

@@ -33,7 +33,7 @@ def main(argv):
   import numpy as np  # pylint: disable=import-outside-toplevel
   from iclr_jax import diffusion  # pylint: disable=import-outside-toplevel
   from iclr_jax.diffusion import sampling  # pylint: disable=import-outside-toplevel
-  from iclr_jax.recipes import diffusion_lm  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes.diffusion import diffusion_lm  # pylint: disable=import-outside-toplevel
 
   config = diffusion_lm.base_config("duo_pp")
   lm = diffusion_lm.DiffusionLM(config, _VOCAB.value)

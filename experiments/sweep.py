@@ -1,6 +1,6 @@
 """Runs a grid of configs, each in its own workdir, and prints a summary table.
 
-  python experiments/sweep.py --config=configs/ar_lm.py \
+  python experiments/sweep.py --config=configs/lm/ar_lm.py \
       --sweep=optim.lr=1e-3,3e-4 --sweep=model.num_layers=2,4 --workdir=runs/ar_lm_sweep
 
 Without --sweep the config file's `get_sweep()` (a list of override dicts) is used. Runs go in

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from iclr_jax.errors import ConfigError
 
 REGISTRY: dict[str, str] = {
-    "ar_lm": "iclr_jax.recipes.ar_lm:train_and_evaluate",
-    "clear_benchmark": "iclr_jax.recipes.clear_benchmark:train_and_evaluate",
-    "cwpo": "iclr_jax.recipes.cwpo:train_and_evaluate",
-    "duo": "iclr_jax.recipes.diffusion_lm:train_and_evaluate",
-    "duo_pp": "iclr_jax.recipes.diffusion_lm:train_and_evaluate",
-    "gvpo_coder": "iclr_jax.recipes.gvpo_coder:train_and_evaluate",
-    "mdlm": "iclr_jax.recipes.diffusion_lm:train_and_evaluate",
+    "ar_lm": "iclr_jax.recipes.lm.ar_lm:train_and_evaluate",
+    "clear_benchmark": "iclr_jax.recipes.uq.clear_benchmark:train_and_evaluate",
+    "cwpo": "iclr_jax.recipes.rl.cwpo:train_and_evaluate",
+    "duo": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
+    "duo_pp": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
+    "gvpo_coder": "iclr_jax.recipes.rl.gvpo_coder:train_and_evaluate",
+    "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
 }
 
 

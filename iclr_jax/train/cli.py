@@ -104,7 +104,7 @@ def quiet_library_logs() -> None:
 
 
 def config_flag_value(name: str = "config") -> str:
-  """The `--config` argument as given, e.g. `configs/ar_lm.py:smoke`."""
+  """The `--config` argument as given, e.g. `configs/lm/ar_lm.py:smoke`."""
   return flags.FLAGS[name].serialize().split("=", 1)[1]
 
 

@@ -7,7 +7,7 @@
   bisects γ on [1, 1000] to 1e-6; we take the exact order statistic that bisection converges to.
 - ALEATORIC-R: the aleatoric quantiles of the residual model (fitted to y − f̂ with features
   [X, f̂]) re-centred on f̂ and conformalized like CQR, as the reference code's `cqr_residual`
-  (see `iclr_jax.recipes.clear_benchmark`).
+  (see `iclr_jax.recipes.uq.clear_benchmark`).
 
 Both calibrations are one sort of n scores on the host, in float64. The point that sets the
 boundary must stay covered when the interval is formed, and rounding (even float64) can drop it

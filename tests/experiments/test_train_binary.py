@@ -10,7 +10,7 @@ import pytest
 
 from iclr_jax.train.metrics import read_metrics
 
-SMOKE = ["--config=configs/ar_lm.py:smoke", "--config.num_steps=8"]
+SMOKE = ["--config=configs/lm/ar_lm.py:smoke", "--config.num_steps=8"]
 
 # Runs train.py, but SIGKILLs itself right after logging step 5, once checkpoint 3 is on disk.
 KILLER = r"""
@@ -75,7 +75,7 @@ def test_four_devices_data_parallel(repo_root, tmp_path):
 
 BAD_INPUT = {
     "unknown_field": (["--config.optim.lrx=1"], "no field lrx. Did you mean lr"),
-    "bad_config_arg": (["--config=configs/ar_lm.py:bogus"], "unknown argument 'bogus'"),
+    "bad_config_arg": (["--config=configs/lm/ar_lm.py:bogus"], "unknown argument 'bogus'"),
     "missing_config_file": (["--config=configs/nope.py"],
                             "--config: no such config file: configs/nope.py"),
     "unwritable_workdir": (["--workdir=/dev/null/run"],
@@ -127,7 +127,7 @@ def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
 
 
 def test_sweep_runs_the_grid_and_prints_a_table(repo_root, tmp_path):
-  cmd = [sys.executable, "experiments/sweep.py", "--config=configs/ar_lm.py:smoke",
+  cmd = [sys.executable, "experiments/sweep.py", "--config=configs/lm/ar_lm.py:smoke",
          "--config.num_steps=3", "--sweep=optim.lr=1e-3,1e-2", f"--workdir={tmp_path}"]
   r = subprocess.run(cmd, cwd=repo_root, env=_env(2), capture_output=True, text=True,
                      timeout=300)

@@ -1,5 +1,6 @@
-"""Loads `configs/<name>.py` the way `--config=configs/<name>.py` does (a file, not a module)."""
+"""Loads `configs/<family>/<name>.py` the way `--config=` does (a file, not a module)."""
 
+import glob
 import importlib.util
 import os
 
@@ -7,8 +8,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def config_module(name: str):
-  spec = importlib.util.spec_from_file_location(
-      f"{name}_cfg", os.path.join(REPO, "configs", f"{name}.py"))
+  (path,) = glob.glob(os.path.join(REPO, "configs", "*", f"{name}.py"))
+  spec = importlib.util.spec_from_file_location(f"{name}_cfg", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from iclr_jax.nn.functional import kernel_options
-from iclr_jax.recipes import ar_lm
+from iclr_jax.recipes.lm import ar_lm
 from iclr_jax.train import sweep as sweep_lib
 from iclr_jax.train.metrics import read_metrics
 from tests.recipes import config_files

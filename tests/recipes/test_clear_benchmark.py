@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iclr_jax.errors import ConfigError
-from iclr_jax.recipes import clear_benchmark
+from iclr_jax.recipes.uq import clear_benchmark
 from iclr_jax.uq import Band
 from tests.recipes.config_files import smoke_config
 

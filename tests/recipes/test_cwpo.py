@@ -14,7 +14,7 @@ from iclr_jax import rl
 from iclr_jax.datasets import preferences as prefs
 from iclr_jax.errors import ConfigError
 from tests.recipes.config_files import smoke_config
-from iclr_jax.recipes import cwpo
+from iclr_jax.recipes.rl import cwpo
 
 
 def _config():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from iclr_jax import diffusion
-from iclr_jax.recipes import diffusion_lm
+from iclr_jax.recipes.diffusion import diffusion_lm
 from iclr_jax.train.metrics import read_metrics
 
 

@@ -10,7 +10,7 @@ import pytest
 from iclr_jax.envs import coder
 from iclr_jax.errors import ConfigError
 from tests.recipes.config_files import smoke_config
-from iclr_jax.recipes import coder_policy, gvpo_coder
+from iclr_jax.recipes.rl import coder_policy, gvpo_coder
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
 

@@ -3,23 +3,23 @@
 
 Run (needs the `tabular` extra; see README for the time on 2 CPU cores):
   pip install -e '.[tabular]'
-  python experiments/train.py --config=configs/clear_benchmark.py --workdir=runs/clear_benchmark
+  python experiments/train.py --config=configs/uq/clear_benchmark.py --workdir=runs/clear_benchmark
 Smoke (seconds):
-  python experiments/train.py --config=configs/clear_benchmark.py:smoke --workdir=/tmp/clear
+  python experiments/train.py --config=configs/uq/clear_benchmark.py:smoke --workdir=/tmp/clear
 """
 
 import ml_collections
 
 from iclr_jax.datasets.regression import REGRESSION_DATASETS
+from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  if arg not in (None, "", "smoke"):
-    raise ValueError(f"configs/clear_benchmark.py: unknown argument {arg!r} (use '' or 'smoke')")
+  smoke = common.check_arg("configs/uq/clear_benchmark.py", arg)
   c = ml_collections.ConfigDict()
   c.experiment = "clear_benchmark"
   c.datasets = list(REGRESSION_DATASETS)
-  c.seeds = [0, 1, 2]
+  c.seeds = 3  # seeds 0, 1, 2
   c.alpha = 0.05
   c.fractions = (0.6, 0.2, 0.2)
   c.families = ["tabular", "jax"]
@@ -33,9 +33,9 @@ def get_config(arg=None):
                    quantile_bootstraps=3, quantile_max_iter=100)
   c.jax = dict(members=5, hidden=(64, 64), ensemble_steps=2000, quantile_steps=3000,
                lr=3e-3, batch_size=512)
-  if arg == "smoke":
+  if smoke:
     c.datasets = ["airfoil", "energy_efficiency"]
-    c.seeds = [0]
+    c.seeds = 1
     c.tabular.update(candidates=["ols", "ridge", "rf"], bootstraps=2, trees=10,
                      quantile_bootstraps=1, quantile_max_iter=20)
     c.jax.update(members=2, hidden=(16,), ensemble_steps=50, quantile_steps=50,

@@ -1,20 +1,21 @@
 """GVPO vs GRPO vs Dr.GRPO vs RLOO on the multi-turn coding environment (`iclr_jax.envs`).
 
 Run (the whole comparison: warm start, 6 estimators x 3 seeds; see README for the time):
-  python experiments/train.py --config=configs/gvpo_coder.py --workdir=runs/gvpo_coder
+  python experiments/train.py --config=configs/rl/gvpo_coder.py --workdir=runs/gvpo_coder
 One estimator:
-  python experiments/train.py --config=configs/gvpo_coder.py --workdir=runs/gvpo_b02 \
+  python experiments/train.py --config=configs/rl/gvpo_coder.py --workdir=runs/gvpo_b02 \
       --config.estimators=gvpo_b0.2 --config.seeds=1
 Smoke (seconds):
-  python experiments/train.py --config=configs/gvpo_coder.py:smoke --workdir=/tmp/gvpo
+  python experiments/train.py --config=configs/rl/gvpo_coder.py:smoke --workdir=/tmp/gvpo
 """
 
 import ml_collections
 
+from iclr_jax.recipes import common
+
 
 def get_config(arg=None):
-  if arg not in (None, "", "smoke"):
-    raise ValueError(f"configs/gvpo_coder.py: unknown argument {arg!r} (use '' or 'smoke')")
+  smoke = common.check_arg("configs/rl/gvpo_coder.py", arg)
   c = ml_collections.ConfigDict()
   c.experiment = "gvpo_coder"
   c.seed = 0
@@ -35,10 +36,10 @@ def get_config(arg=None):
               optim=dict(lr=4e-4, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.95,
                          grad_clip=1.0, min_lr_ratio=1.0))
   c.eval = dict(tasks=256, every=20)
-  c.mesh = dict(data=-1, model=1)
+  c.mesh = common.mesh()
   c.log_every = 1  # per-step training metrics (success, failed turns, groups with gradient)
   c.checkpoint_every = 20
-  if arg == "smoke":
+  if smoke:
     c.estimators = "grpo,gvpo_b0.2"
     c.seeds = 1
     c.model.update(d_model=16, num_layers=1, num_heads=2)

@@ -22,7 +22,7 @@ from absl import logging
 from iclr_jax.envs import coder
 from iclr_jax.envs.rollout import sft_batch
 from iclr_jax.errors import ConfigError, config_section
-from iclr_jax.recipes import coder_policy
+from iclr_jax.recipes.rl import coder_policy
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib

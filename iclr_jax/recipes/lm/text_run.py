@@ -15,6 +15,7 @@ from iclr_jax.datasets.text import load_corpus
 from iclr_jax.datasets.tokenizer import get_tokenizer
 from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.train import loop
+from iclr_jax.recipes import common
 from iclr_jax.train import mesh as mesh_lib
 
 
@@ -80,7 +81,7 @@ def text_config(experiment: str, *, num_steps: int, eval_every: int, checkpoint_
   c.eval_batches = 0  # 0: the whole validation split
   c.checkpoint_every = checkpoint_every
   c.keep_checkpoints = 2
-  c.mesh = dict(data=-1, model=1, param_sharding="replicated")
+  c.mesh = common.mesh()
   return c
 
 

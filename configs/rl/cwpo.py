@@ -1,20 +1,21 @@
 """CW-PO on synthetic preferences: confidence-weighted weak labels (20% human) vs DPO on
-100% human labels, gold reward accuracy per variant (`iclr_jax/recipes/cwpo.py`).
+100% human labels, gold reward accuracy per variant (`iclr_jax/recipes/rl/cwpo.py`).
 
 Run (7 variants x 3 seeds; see README for the time on 2 CPU cores):
-  python experiments/train.py --config=configs/cwpo.py --workdir=runs/cwpo
+  python experiments/train.py --config=configs/rl/cwpo.py --workdir=runs/cwpo
 Smoke (seconds):
-  python experiments/train.py --config=configs/cwpo.py:smoke --workdir=/tmp/cwpo
+  python experiments/train.py --config=configs/rl/cwpo.py:smoke --workdir=/tmp/cwpo
 """
 
 import ml_collections
 
-from iclr_jax.recipes.cwpo import VARIANTS
+from iclr_jax.recipes import common
+
+from iclr_jax.recipes.rl.cwpo import VARIANTS
 
 
 def get_config(arg=None):
-  if arg not in (None, "", "smoke"):
-    raise ValueError(f"configs/cwpo.py: unknown argument {arg!r} (use '' or 'smoke')")
+  smoke = common.check_arg("configs/rl/cwpo.py", arg)
   c = ml_collections.ConfigDict()
   c.experiment = "cwpo"
   c.seeds = 3
@@ -31,10 +32,10 @@ def get_config(arg=None):
   c.train = dict(steps=400, batch_size=64, beta=0.1, label_noise=0.1, normalize=False,
                  optim=dict(lr=1e-3, warmup_steps=30, weight_decay=0.0, b1=0.9, b2=0.95,
                             grad_clip=1.0, min_lr_ratio=0.1))
-  c.mesh = dict(data=-1, model=1)
+  c.mesh = common.mesh()
   c.log_every = 50
   c.checkpoint_every = 200
-  if arg == "smoke":
+  if smoke:
     c.seeds = 1
     c.variants = ["dpo_top_conf", "cw_ipo"]
     c.train_pairs, c.test_pairs = 80, 40

@@ -18,7 +18,7 @@ from iclr_jax import lm
 from iclr_jax.datasets.tokenizer import load_tokenizer
 from iclr_jax.diffusion import sampling
 from iclr_jax.errors import ConfigError
-from iclr_jax.recipes import ar_lm
+from iclr_jax.recipes.lm import ar_lm
 from iclr_jax.train.study import figure
 
 

@@ -145,9 +145,12 @@ def _run_unit(config, data, name, seed, family):
 
 
 def _check_config(config):
-  for field in ("datasets", "seeds", "families"):
+  for field in ("datasets", "families"):
     if not list(config[field]):
       raise ConfigError(f"config.{field} must not be empty")
+  if isinstance(config.seeds, bool) or not isinstance(config.seeds, int) or config.seeds < 1:
+    raise ConfigError(f"config.seeds must be an int >= 1 (seeds 0 … seeds − 1), got "
+                      f"{config.seeds!r}")
   bad = [f for f in config.families if f not in FAMILIES]
   if bad:
     raise ConfigError(f"config.families must be a subset of {FAMILIES}, got {list(bad)}")
@@ -162,7 +165,7 @@ def train_and_evaluate(config, workdir: str):
   study = Study(workdir, key=("dataset", "seed", "family"))
   start = time.time()
   for name in config.datasets:
-    todo = [(s, f) for s in config.seeds for f in config.families
+    todo = [(s, f) for s in range(config.seeds) for f in config.families
             if not study.done(dataset=name, seed=s, family=f)]
     data = load_regression(name) if todo else None
     for seed, family in todo:

@@ -22,7 +22,7 @@ from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.nn.dit import DiT
 from iclr_jax.nn.functional import model_functions
-from iclr_jax.recipes.text_run import setup_text_run, shrink_for_smoke, text_config
+from iclr_jax.recipes.lm.text_run import setup_text_run, shrink_for_smoke, text_config
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train import state as state_lib
@@ -235,7 +235,7 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
 
 def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> list[dict]:
   """Sampler × steps table under the AR evaluator; writes table, plot and samples."""
-  from iclr_jax.recipes import diffusion_eval  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes.diffusion import diffusion_eval  # pylint: disable=import-outside-toplevel
   ar_logits = diffusion_eval.ar_evaluator(config, workdir, data.tokenizer)
   rows, outputs = diffusion_eval.sampler_table(lm, params, ar_logits, config,
                                                jax.random.key(config.seed + 1),
@@ -250,7 +250,8 @@ def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> li
 
 
 def base_config(algo: str, arg: str | None = None):
-  """The shared config of configs/{duo,duo_pp,mdlm}.py; `arg='smoke'` runs in seconds."""
+  """The shared config of configs/diffusion/{duo,duo_pp,mdlm}.py; `arg='smoke'` runs in
+  seconds."""
   if algo not in ALGORITHMS:
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
   spec = ALGORITHMS[algo]
@@ -287,5 +288,6 @@ def base_config(algo: str, arg: str | None = None):
     c.eval_repeats = 1
     c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4))
   elif arg:
-    raise ValueError(f"configs/{algo}.py: unknown argument {arg!r} (use '' or 'smoke')")
+    raise ValueError(f"configs/diffusion/{algo}.py: unknown argument {arg!r} (use '' or "
+                     "'smoke')")
   return c

@@ -3,30 +3,30 @@ context; `get_sweep()` compares softmax / RACE / Performer at equal steps and eq
 step for contexts of 512, 1024 and 2048 tokens.
 
 Run:
-  python experiments/train.py --config=configs/race_lm.py --workdir=runs/race_lm
+  python experiments/train.py --config=configs/lm/race_lm.py --workdir=runs/race_lm
 Sweep (9 runs, see README for the time):
-  python experiments/sweep.py --config=configs/race_lm.py --workdir=runs/race_lm_sweep
+  python experiments/sweep.py --config=configs/lm/race_lm.py --workdir=runs/race_lm_sweep
 Smoke (seconds):
-  python experiments/train.py --config=configs/race_lm.py:smoke --workdir=/tmp/race_smoke
+  python experiments/train.py --config=configs/lm/race_lm.py:smoke --workdir=/tmp/race_smoke
 """
 
-from iclr_jax.recipes.ar_lm import base_config
+from iclr_jax.recipes import common
+from iclr_jax.recipes.lm.ar_lm import base_config
 
 TOKENS_PER_STEP = 4096
 CONTEXTS = (512, 1024, 2048)
 
 
 def get_config(arg=None):
-  c = base_config("smoke" if arg == "smoke" else None)
-  if arg not in (None, "", "smoke"):
-    raise ValueError(f"configs/race_lm.py: unknown argument {arg!r} (use '' or 'smoke')")
+  smoke = common.check_arg("configs/lm/race_lm.py", arg)
+  c = base_config("smoke" if smoke else None)
   c.model.attention = "race"
   # Options per kernel; the one named by model.attention is used. β = 4 and P = 4 planes
   # (a sharp angular kernel, (1 − θ/π)^4) follow bench/test measurements in the README.
   c.model.attention_options = dict(
       race=dict(num_tables=4, num_hyperplanes=4, beta=4.0, learn_beta=True, chunk_size=128),
       performer=dict(num_features=64, chunk_size=128))
-  if arg == "smoke":
+  if smoke:
     c.data.seq_len = 33
     c.model.attention_options.race.update(chunk_size=8, num_tables=2, num_hyperplanes=2)
     c.model.attention_options.performer.update(chunk_size=8, num_features=8)
