@@ -257,8 +257,7 @@ def _calibrate(y, f, a_left, a_right, e_left, e_right, lam, *, index: int, alpha
 
   def gamma_and_loss(lams, lower=None, upper=None):  # [b] -> ([b], [b])
     width = a + lams[:, None] * e  # [b, n]
-    scores = jnp.where(width > 0, dist / jnp.where(width > 0, width, 1.0),
-                       jnp.where(dist > 0, jnp.inf, 0.0))
+    scores = jnp.where(dist > 0, dist / width, 0.0)  # d/0 = inf: no γ covers that point
     gamma = kth_smallest(scores, index, lower=lower, upper=upper, capacity=capacity)
     # The mean pinball loss of the bounds at α/2 and 1 − α/2, averaged. Per point it is
     # (α/2)·γ·(l + r) plus the excess of y beyond the bound on its side (pinball(d) =

@@ -93,10 +93,13 @@ def kth_smallest(values: jax.Array, k: int, *, lower: jax.Array | None = None,
   # XLA's CPU top_k is ~50× slower in float64 than in float32, so the ≤ capacity values in
   # the bracket are found by a float32 key (bits − lo: the conversion is monotone, so ties
   # it creates only merge neighbours) and ordered exactly by a sort of those few values.
-  key = jnp.where(inside, -(bits - lo[:, None]).astype(jnp.float32), -jnp.inf)
-  picked_at = jax.lax.top_k(key, capacity)[1]
-  few = jnp.take_along_axis(jnp.where(inside, values, jnp.inf), picked_at, axis=-1)
-  smallest = jnp.sort(few, axis=-1)  # ascending
+  if values.dtype == jnp.float32:
+    smallest = -jax.lax.top_k(jnp.where(inside, -values, -jnp.inf), capacity)[0]  # ascending
+  else:
+    key = jnp.where(inside, -(bits - lo[:, None]).astype(jnp.float32), -jnp.inf)
+    picked_at = jax.lax.top_k(key, capacity)[1]
+    few = jnp.take_along_axis(jnp.where(inside, values, jnp.inf), picked_at, axis=-1)
+    smallest = jnp.sort(few, axis=-1)  # ascending
   rank = jnp.clip(k - c_lo, 0, capacity - 1)
   picked = jnp.take_along_axis(smallest, rank[:, None], axis=-1)[:, 0]
   return jnp.where(lo == hi, from_bits(lo, values.dtype), picked)
