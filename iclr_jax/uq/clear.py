@@ -15,9 +15,10 @@ mean pinball loss of the resulting bounds (levels α/2 and 1 − α/2, averaged)
 (losses within 16 ulps of the least) going to the first λ in grid order. The chosen γ is then
 raised by the few ulps that rounding in f̂ + γ·r may take away, until the interval, formed as
 `clear_interval` forms it, covers every calibration point whose score is at most the
-conformal one: coverage on the calibration set is ≥ ⌈(n + 1)(1 − α)⌉/n, ties or not. Each λ's scores are one row of a [Λ, n] score matrix whose conformal order
-statistic is selected exactly without sorting (neighbouring λ bracket each other; see
-`_calibrate`), `block` rows at a time so that memory stays O(block·n).
+conformal one: coverage on the calibration set is ≥ ⌈(n + 1)(1 − α)⌉/n, ties or not.
+Each λ's scores are one row of a [Λ, n] score matrix whose conformal order statistic is
+selected exactly without sorting (neighbouring λ bracket each other; see `_calibrate`),
+`block` rows at a time so that memory stays O(block·n).
 'fixed_lambda' calibrates γ alone at a given λ (default 1).
 """
 
