@@ -37,6 +37,7 @@ _LOSS_CHUNK = flags.DEFINE_integer(
 _OUT = flags.DEFINE_string("out", "bench_results/curriculum.json", "JSON output.")
 cli.validate_list(_VOCAB)
 cli.validate_list(_TOPK)
+cli.validate_list(_SIZES, kind="shape")
 _CASE = flags.DEFINE_string("case", None, "Internal: run one case 'algo,K,B,L' and print JSON.")
 
 

@@ -39,23 +39,28 @@ def _exit_with_flag_error(e: Exception) -> None:
   sys.exit(2)
 
 
-def validate_list(holder, *, kind: str = "int", choices=None) -> None:
+def validate_list(holder, *, kind: str = "int", choices=None, flag_values=flags.FLAGS) -> None:
   """Registers a check on a `DEFINE_list` flag: every entry a positive int ('int'), a
-  positive float or 'inf' ('float'), or one of `choices`. A bad value is one `error:` line
-  and exit 2 when the binary runs `app.run(main, flags_parser=cli.parse_flags)`."""
+  positive float or 'inf' ('float'), positive ints joined by 'x' ('shape', e.g. 8x128), or
+  one of `choices`. A bad value is one `error:` line and exit 2 when the binary runs
+  `app.run(main, flags_parser=cli.parse_flags)`."""
   def entry_ok(v: str) -> bool:
     if choices is not None:
       return v in choices
+    if kind == "shape":
+      parts = v.split("x")
+      return len(parts) > 1 and all(p.isdigit() and int(p) > 0 for p in parts)
     try:
       x = float(v) if kind == "float" and v != "inf" else (math.inf if v == "inf" else int(v))
     except ValueError:
       return False
     return x > 0
   want = (f"values from {{{', '.join(choices)}}}" if choices is not None else
-          "positive ints" if kind == "int" else "positive numbers or inf")
+          "positive ints" if kind == "int" else
+          "shapes such as 8x128" if kind == "shape" else "positive numbers or inf")
   flags.register_validator(holder.name, lambda values: bool(values) and all(map(entry_ok, values)),
                            message=f"--{holder.name} must be a non-empty comma-separated list of "
-                                   f"{want}")
+                                   f"{want}", flag_values=flag_values)
 
 
 def prepare_workdir(workdir: str) -> None:

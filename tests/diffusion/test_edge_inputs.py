@@ -14,7 +14,7 @@ from iclr_jax.diffusion import curriculum, duality, losses, sampling, uniform
 def test_duality_alpha_reverse_mode_matches_central_differences(vocab):
   f = lambda g: duality.duality_alpha(g, vocab_size=vocab)  # noqa: E731
   with jax.enable_x64(True):
-    for gamma in (-2.0, -0.5, 0.0, 1.0, 2.0):
+    for gamma in (-2.0, 0.0, 2.0):
       grad = float(jax.grad(f)(jnp.float64(gamma)))
       h = 1e-4
       fd = (float(f(jnp.float64(gamma + h))) - float(f(jnp.float64(gamma - h)))) / (2 * h)
