@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.checks import static_number
+from iclr_jax.checks import float_dtype, static_number
 
 FeatureFn = Callable[[Any, jax.Array], jax.Array]  # (params, x [..., d]) -> [..., S] >= 0
 
@@ -292,8 +292,7 @@ def chunk_length(chunk_size, n: int, m: int) -> int:
 
 def as_float(*arrays) -> tuple[jax.Array, ...]:
   """Integer or bool q/k/v become the default float; float inputs keep their dtype."""
-  return tuple(jnp.asarray(x) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)
-               else jnp.asarray(x, jnp.result_type(float)) for x in arrays)
+  return tuple(jnp.asarray(x, float_dtype(x)) for x in arrays)
 
 
 def check_causal(causal, n: int, m: int) -> bool:

@@ -151,10 +151,9 @@ def wp_plan(x, y, *, p, eps: float = 0.1, key: jax.Array, a=None, b=None) -> OTR
   return OTResult(res.plan, cost, wp, np.float64(res.bound))
 
 
-def _check_p_range(p, levels, d_min, eps):
-  """The cost table spans (d_C,max / d_C,min)^p; past float64's range the costs underflow to
-  0 and no certificate is possible."""
-  top = int(jnp.max(levels))
+def _check_p_range(p, top: int, eps):
+  """The cost table spans (d_C,max / d_C,min)^p (`top` is d_C's largest radius index); past
+  float64's range the costs underflow to 0 and no certificate is possible."""
   if top >= 0 and p != math.inf and p * top * math.log1p(eps / 4) > 600 * math.log(10):
     raise ValueError(f"p = {p:g} is too large for these points: the ratio of their largest "
                      f"to smallest cluster distance to the power p overflows float64; use a "
@@ -165,14 +164,14 @@ def _wp_plan_unit(x, y, *, p, eps, key, a, b) -> OTResult:
   """`wp_plan` on checked points of unit scale."""
   a, b, assignment_case = _check_masses(a, b, x.shape[0], y.shape[0])
   levels, d_min = cluster_levels(x, y, eps=eps / 2, key=key)
-  _check_p_range(p, levels, d_min, eps / 2)
+  top = int(jnp.max(levels))  # d_C's largest value, the scale of the solvers' costs
+  _check_p_range(p, top, eps / 2)
   n = x.shape[0]
   if p == math.inf:
     if assignment_case:
       return _bottleneck_plan(levels, x, y, eps / 2, d_min)
     return _bottleneck_transport(levels, true_distances(x, y), a, b, eps / 2, d_min)
   d_min = float(d_min)
-  top = int(jnp.max(levels))  # d_C's largest value, the scale of the solvers' costs
   scale = 2 * d_min * (1 + eps / 8) ** top if top >= 0 else 1.0
   gap = ((4 + eps) / (4 + eps / 2)) ** p - 1
   if not assignment_case:

@@ -22,6 +22,7 @@ from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.nn.dit import DiT
 from iclr_jax.nn.functional import model_functions
+from iclr_jax.recipes import common
 from iclr_jax.recipes.lm.text_run import setup_text_run, shrink_for_smoke, text_config
 from iclr_jax.train import loop
 from iclr_jax.train import mesh as mesh_lib
@@ -255,6 +256,7 @@ def base_config(algo: str, arg: str | None = None):
   if algo not in ALGORITHMS:
     raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
   spec = ALGORITHMS[algo]
+  smoke = common.check_arg(f"configs/diffusion/{algo}.py", arg)
   c = text_config(algo, num_steps=1000, eval_every=250, checkpoint_every=250)
   # Uniform-state diffusion learns slowly at CPU scale: a 512-token BPE lets the 2-core
   # default get well below the unigram bound in 12 minutes (at 2048 it barely moves).
@@ -282,12 +284,9 @@ def base_config(algo: str, arg: str | None = None):
                 # 32 x 128 x 2048 on 2 CPU cores); 1.0 turns it off.
                 top_p=1.0, psi_kappa="max-capped", psi_eta=0.02, psi_hold_at=0.9,
                 psi_hold_fraction=0.0)
-  if arg == "smoke":
+  if smoke:
     shrink_for_smoke(c)
     c.model.update(d_model=32, num_layers=1, num_heads=2, cond_dim=16)
     c.eval_repeats = 1
     c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4))
-  elif arg:
-    raise ValueError(f"configs/diffusion/{algo}.py: unknown argument {arg!r} (use '' or "
-                     "'smoke')")
   return c

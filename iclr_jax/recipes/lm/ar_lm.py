@@ -15,6 +15,7 @@ from iclr_jax import lm
 from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError, config_section
 from iclr_jax.nn.functional import decoder_lm
+from iclr_jax.recipes import common
 from iclr_jax.recipes.lm.text_run import (LMData, setup_text_run, shrink_for_smoke,
                                        text_config)
 from iclr_jax.train import loop
@@ -136,6 +137,7 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
 
 def base_config(arg: str | None = None):
   """The config of configs/lm/ar_lm.py (also the diffusion runs' AR evaluator); 'smoke' shrinks it."""
+  smoke = common.check_arg("configs/lm/ar_lm.py", arg)
   c = text_config("ar_lm", num_steps=600, eval_every=200, checkpoint_every=100)
   c.model = dict(d_model=192, num_layers=4, num_heads=4, mlp_ratio=4.0, norm="rms",
                  attention="softmax", tie_embeddings=True, dtype="float32",
@@ -143,10 +145,8 @@ def base_config(arg: str | None = None):
   c.optim = dict(lr=3e-3, warmup_steps=50, weight_decay=0.1, b1=0.9, b2=0.95,
                  grad_clip=1.0, min_lr_ratio=0.1)
   c.sample = dict(num_samples=4, prompt_tokens=8, num_tokens=96, temperature=0.8, top_p=0.95)
-  if arg == "smoke":
+  if smoke:
     shrink_for_smoke(c)
     c.model.update(d_model=32, num_layers=2, num_heads=2)
     c.sample.update(num_samples=2, prompt_tokens=4, num_tokens=8)
-  elif arg:
-    raise ValueError(f"configs/lm/ar_lm.py: unknown argument {arg!r} (use '' or 'smoke')")
   return c
