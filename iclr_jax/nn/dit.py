@@ -90,6 +90,11 @@ class DiT(nnx.Module):
     """Logits [B, L, V]; sigma [B] is the noise level the model is conditioned on."""
     return self.head(self.hidden(ids, sigma, weights=weights)).astype(jnp.float32)
 
+  def head_weights(self) -> tuple[jax.Array, jax.Array]:
+    """(kernel [d_model, V], bias [V]) of the output head: `hidden(...) @ kernel + bias` are
+    the logits (what `chunked_head_loss` takes)."""
+    return self.head.kernel[...], self.head.bias[...]
+
   def hidden(self, ids: jax.Array | None, sigma: jax.Array, *,
              weights: jax.Array | None = None) -> jax.Array:
     """The head's input [B, L, d_model] (for `iclr_jax.lm.head.chunked_head_loss`)."""

@@ -1,5 +1,8 @@
 """Decoder-only transformer language model (Flax NNX): pre-norm blocks, RoPE, causal
-attention through a pluggable attention function, optional tied embeddings."""
+attention through a pluggable attention function, optional grouped-query attention, a GELU or
+SwiGLU MLP, optional tied embeddings, and a KV-cache step for prefill and decoding. The same
+module is the small LMs trained here and the pretrained Llama-architecture LLM of
+`iclr_jax.llm`."""
 
 from __future__ import annotations
 
@@ -9,68 +12,126 @@ from flax import nnx
 
 from iclr_jax.checks import check_token_ids
 from iclr_jax.errors import ArgumentError
+from iclr_jax.nn import kv_cache
 from iclr_jax.nn.attention import AttentionFn, make_attention_kernel, rope
 
 NORMS = ("rms", "layer")
 
 
-def make_norm(kind: str, dim: int, rngs: nnx.Rngs) -> nnx.Module:
+def make_norm(kind: str, dim: int, rngs: nnx.Rngs, *, eps: float = 1e-6) -> nnx.Module:
   if kind == "rms":
-    return nnx.RMSNorm(dim, rngs=rngs)
+    return nnx.RMSNorm(dim, epsilon=eps, rngs=rngs)
   if kind == "layer":
-    return nnx.LayerNorm(dim, rngs=rngs)
+    return nnx.LayerNorm(dim, epsilon=eps, rngs=rngs)
   raise ArgumentError("norm", f"{{}} must be one of {NORMS}, got {kind!r}")
 
 
 class SelfAttention(nnx.Module):
-  """Multi-head self-attention with RoPE. x: [batch, seq, d_model] -> same."""
+  """Multi-head self-attention with RoPE and optional grouped-query attention.
+
+  x: [batch, seq, d_model] -> same. `num_kv_heads` < `num_heads` shares each key/value head
+  among num_heads / num_kv_heads query heads (GQA); the fused projection is
+  [d_model, (num_heads + 2 num_kv_heads) head_dim] with q, k, v in that order.
+  """
 
   def __init__(self, d_model: int, num_heads: int, *, attention: str | AttentionFn,
                causal: bool, rngs: nnx.Rngs, dtype=jnp.float32,
-               attention_options: dict | None = None):
+               attention_options: dict | None = None, num_kv_heads: int | None = None,
+               rope_base: float = 10000.0, param_dtype=jnp.float32):
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     if d_model % num_heads:
       raise ArgumentError("d_model", f"{{}}={d_model} must be divisible by num_heads="
                                      f"{num_heads}")
-    self.num_heads, self.head_dim = num_heads, d_model // num_heads
-    self.causal = causal
+    if num_kv_heads < 1 or num_heads % num_kv_heads:
+      raise ArgumentError("num_kv_heads", f"{{}}={num_kv_heads} must divide num_heads="
+                                          f"{num_heads}")
+    self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+    self.head_dim = d_model // num_heads
+    self.causal, self.rope_base = causal, float(rope_base)
+    # jax.nn.dot_product_attention takes grouped heads; other kernels get repeated k, v.
+    self.grouped_kernel = isinstance(attention, str) and attention == "softmax"
     self.attention_fn = make_attention_kernel(attention, self.head_dim, rngs=rngs,
                                               options=attention_options)
-    self.qkv = nnx.Linear(d_model, 3 * d_model, use_bias=False, dtype=dtype, rngs=rngs)
-    self.out = nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.qkv = nnx.Linear(d_model, (num_heads + 2 * num_kv_heads) * self.head_dim,
+                          use_bias=False, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    self.out = nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype,
+                          param_dtype=param_dtype, rngs=rngs)
+
+  def project(self, x: jax.Array, positions: jax.Array):
+    """Rotated q [b, s, H, d] and k, v [b, s, K, d] of x [b, s, d_model]."""
+    b, s, _ = x.shape
+    h, k = self.num_heads, self.num_kv_heads
+    qkv = self.qkv(x).reshape(b, s, h + 2 * k, self.head_dim)
+    q, kk, v = qkv[:, :, :h], qkv[:, :, h:h + k], qkv[:, :, h + k:]
+    return (rope(q, positions, base=self.rope_base), rope(kk, positions, base=self.rope_base),
+            v)
 
   def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
-    b, s, _ = x.shape
-    q, k, v = jnp.split(self.qkv(x).reshape(b, s, 3 * self.num_heads, self.head_dim), 3,
-                        axis=2)
-    q, k = rope(q, positions), rope(k, positions)
+    q, k, v = self.project(x, positions)
+    if self.num_kv_heads != self.num_heads and not self.grouped_kernel:
+      groups = self.num_heads // self.num_kv_heads
+      k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
     o = self.attention_fn(q, k, v, causal=self.causal)
-    return self.out(o.reshape(b, s, -1))
+    return self.out(o.reshape(x.shape[0], x.shape[1], -1))
+
+  def cached(self, x: jax.Array, positions: jax.Array, keys: jax.Array, values: jax.Array):
+    """One cached step (see `nn.kv_cache`): x [b, s, d_model] at positions int [b, s];
+    keys/values [b, T, K, d] this layer's slots. Returns (out, keys, values)."""
+    if not self.causal:
+      raise ValueError("a KV cache needs causal attention")
+    q, k, v = self.project(x, positions)
+    keys, values = kv_cache.write(keys, k, positions), kv_cache.write(values, v, positions)
+    o = kv_cache.cached_attention(q, keys, values, positions)
+    return self.out(o.reshape(x.shape[0], x.shape[1], -1)), keys, values
+
+
+MLPS = ("gelu", "swiglu")
 
 
 class MLP(nnx.Module):
+  """'gelu': down(gelu(up x)) with biases; 'swiglu': down(silu(gate x) * up x), no biases."""
 
-  def __init__(self, d_model: int, hidden: int, *, rngs: nnx.Rngs, dtype=jnp.float32):
-    self.up = nnx.Linear(d_model, hidden, dtype=dtype, rngs=rngs)
-    self.down = nnx.Linear(hidden, d_model, dtype=dtype, rngs=rngs)
+  def __init__(self, d_model: int, hidden: int, *, rngs: nnx.Rngs, dtype=jnp.float32,
+               kind: str = "gelu", param_dtype=jnp.float32):
+    if kind not in MLPS:
+      raise ArgumentError("mlp", f"{{}} must be one of {MLPS}, got {kind!r}")
+    bias = kind == "gelu"
+    opts = dict(use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    self.kind = kind
+    self.gate = nnx.Linear(d_model, hidden, **opts) if kind == "swiglu" else None
+    self.up = nnx.Linear(d_model, hidden, **opts)
+    self.down = nnx.Linear(hidden, d_model, **opts)
 
   def __call__(self, x):
-    return self.down(jax.nn.gelu(self.up(x)))
+    if self.gate is None:
+      return self.down(jax.nn.gelu(self.up(x)))
+    return self.down(jax.nn.silu(self.gate(x)) * self.up(x))
 
 
 class Block(nnx.Module):
 
-  def __init__(self, d_model: int, num_heads: int, mlp_ratio: float, *, norm: str,
+  def __init__(self, d_model: int, num_heads: int, hidden: int, *, norm: str,
                attention: str | AttentionFn, causal: bool, rngs: nnx.Rngs,
-               dtype=jnp.float32, attention_options: dict | None = None):
-    self.norm1 = make_norm(norm, d_model, rngs)
+               dtype=jnp.float32, attention_options: dict | None = None,
+               num_kv_heads: int | None = None, mlp: str = "gelu", norm_eps: float = 1e-6,
+               rope_base: float = 10000.0, param_dtype=jnp.float32):
+    self.norm1 = make_norm(norm, d_model, rngs, eps=norm_eps)
     self.attn = SelfAttention(d_model, num_heads, attention=attention, causal=causal,
-                              rngs=rngs, dtype=dtype, attention_options=attention_options)
-    self.norm2 = make_norm(norm, d_model, rngs)
-    self.mlp = MLP(d_model, int(mlp_ratio * d_model), rngs=rngs, dtype=dtype)
+                              rngs=rngs, dtype=dtype, attention_options=attention_options,
+                              num_kv_heads=num_kv_heads, rope_base=rope_base,
+                              param_dtype=param_dtype)
+    self.norm2 = make_norm(norm, d_model, rngs, eps=norm_eps)
+    self.mlp = MLP(d_model, hidden, rngs=rngs, dtype=dtype, kind=mlp,
+                   param_dtype=param_dtype)
 
   def __call__(self, x, positions):
     x = x + self.attn(self.norm1(x), positions)
     return x + self.mlp(self.norm2(x))
+
+  def cached(self, x, positions, keys, values):
+    a, keys, values = self.attn.cached(self.norm1(x), positions, keys, values)
+    x = x + a
+    return x + self.mlp(self.norm2(x)), keys, values
 
 
 class DecoderLM(nnx.Module):
@@ -78,40 +139,81 @@ class DecoderLM(nnx.Module):
 
   Args:
     vocab_size, d_model, num_layers, num_heads, mlp_ratio: sizes.
-    norm: 'rms' or 'layer'.
+    norm: 'rms' or 'layer'; norm_eps its epsilon.
     attention: 'softmax', 'race', 'performer' or a callable `(q, k, v, *, causal) -> o`.
     attention_options: keyword arguments of the 'race' / 'performer' kernel (e.g.
       num_tables, num_hyperplanes, beta, learn_beta, chunk_size; num_features).
     tie_embeddings: output logits use the input embedding matrix.
-    dtype: compute dtype (params stay float32; logits are float32).
+    dtype: compute dtype (logits are float32); param_dtype: storage dtype of the weights.
+    num_kv_heads: key/value heads (grouped-query attention); None = num_heads.
+    mlp: 'gelu' (hidden = mlp_ratio · d_model) or 'swiglu'; mlp_hidden overrides the width.
+    rope_base: RoPE frequency base (half-split pairs, see `nn.attention.rope`).
   """
 
   def __init__(self, *, vocab_size: int, d_model: int, num_layers: int, num_heads: int,
                mlp_ratio: float = 4.0, norm: str = "rms",
                attention: str | AttentionFn = "softmax", tie_embeddings: bool = True,
-               rngs: nnx.Rngs, dtype=jnp.float32, attention_options: dict | None = None):
+               rngs: nnx.Rngs, dtype=jnp.float32, attention_options: dict | None = None,
+               num_kv_heads: int | None = None, mlp: str = "gelu",
+               mlp_hidden: int | None = None, norm_eps: float = 1e-6,
+               rope_base: float = 10000.0, param_dtype=jnp.float32):
     self.vocab_size, self.tie_embeddings = vocab_size, tie_embeddings
-    self.embed = nnx.Embed(vocab_size, d_model, dtype=dtype, rngs=rngs,
-                           embedding_init=nnx.initializers.normal(0.02))
+    self.num_layers = num_layers
+    hidden = int(mlp_ratio * d_model) if mlp_hidden is None else int(mlp_hidden)
+    self.embed = nnx.Embed(vocab_size, d_model, dtype=dtype, param_dtype=param_dtype,
+                           rngs=rngs, embedding_init=nnx.initializers.normal(0.02))
     self.blocks = nnx.List([
-        Block(d_model, num_heads, mlp_ratio, norm=norm, attention=attention, causal=True,
-              rngs=rngs, dtype=dtype, attention_options=attention_options)
+        Block(d_model, num_heads, hidden, norm=norm, attention=attention, causal=True,
+              rngs=rngs, dtype=dtype, attention_options=attention_options,
+              num_kv_heads=num_kv_heads, mlp=mlp, norm_eps=norm_eps, rope_base=rope_base,
+              param_dtype=param_dtype)
         for _ in range(num_layers)])
-    self.final_norm = make_norm(norm, d_model, rngs)
-    self.head = None if tie_embeddings else nnx.Linear(d_model, vocab_size, use_bias=False,
-                                                       dtype=dtype, rngs=rngs)
+    self.final_norm = make_norm(norm, d_model, rngs, eps=norm_eps)
+    self.head = None if tie_embeddings else nnx.Linear(
+        d_model, vocab_size, use_bias=False, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
-  def __call__(self, tokens: jax.Array) -> jax.Array:
-    """tokens int [batch, seq] in [0, vocab_size): concrete ids outside are a ValueError;
-    traced ones make their sequence's logits NaN (never a wrapped or clipped id)."""
+  @property
+  def kv_shape(self) -> tuple[int, int]:
+    """(num_kv_heads, head_dim) of the attention layers (the cache's trailing shape)."""
+    attn = self.blocks[0].attn
+    return attn.num_kv_heads, attn.head_dim
+
+  def embed_tokens(self, tokens: jax.Array) -> jax.Array:
+    """tokens int [batch, seq] in [0, vocab_size) -> [batch, seq, d_model]: concrete ids
+    outside are a ValueError; traced ones make their sequence NaN (never a wrapped id)."""
     if jnp.ndim(tokens) != 2:
       raise ValueError(f"tokens must be int [batch, seq], got shape {jnp.shape(tokens)}")
     check_token_ids("tokens", tokens, self.vocab_size)
-    positions = jnp.arange(tokens.shape[1])
     valid = (tokens >= 0) & (tokens < self.vocab_size)
-    x = jnp.where(valid[..., None], self.embed(jnp.where(valid, tokens, 0)), jnp.nan)
+    return jnp.where(valid[..., None], self.embed(jnp.where(valid, tokens, 0)), jnp.nan)
+
+  def logits(self, hidden: jax.Array) -> jax.Array:
+    """Float32 logits of final-normalised hidden states [..., d_model]."""
+    out = self.embed.attend(hidden) if self.head is None else self.head(hidden)
+    return out.astype(jnp.float32)
+
+  def __call__(self, tokens: jax.Array) -> jax.Array:
+    """tokens int [batch, seq] -> logits float32 [batch, seq, vocab_size] (causal)."""
+    x = self.embed_tokens(tokens)
+    positions = jnp.arange(tokens.shape[1])
     for block in self.blocks:
       x = block(x, positions)
-    x = self.final_norm(x)
-    logits = self.embed.attend(x) if self.head is None else self.head(x)
-    return logits.astype(jnp.float32)
+    return self.logits(self.final_norm(x))
+
+  def cached(self, tokens: jax.Array, positions: jax.Array,
+             cache: kv_cache.KVCache) -> tuple[jax.Array, kv_cache.KVCache]:
+    """A prefill or decode step with a KV cache (see `nn.kv_cache`, softmax attention only).
+
+    Args:
+      tokens: int [batch, s]; positions: int [batch, s], each row's absolute positions.
+      cache: a `KVCache` of this model's layers and batch.
+
+    Returns:
+      (logits float32 [batch, s, vocab_size], the cache with these tokens written).
+    """
+    x = self.embed_tokens(tokens)
+    keys, values = cache
+    for i, block in enumerate(self.blocks):
+      x, k, v = block.cached(x, positions, keys[i], values[i])
+      keys, values = keys.at[i].set(k), values.at[i].set(v)
+    return self.logits(self.final_norm(x)), kv_cache.KVCache(keys, values)

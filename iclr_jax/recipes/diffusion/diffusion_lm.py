@@ -121,8 +121,8 @@ class DiffusionLM:
     h = model.hidden(ids, sigma, weights=weights)
     shape = h.shape[:2]
     flat = [a.reshape((-1,) + a.shape[2:]) for a in (h, *aux)]
-    bias = model.head.bias[...] if model.head.bias is not None else None
-    out = chunked_head_loss(flat[0], model.head.kernel[...], bias, loss_fn, *flat[1:],
+    kernel, bias = model.head_weights()
+    out = chunked_head_loss(flat[0], kernel, bias, loss_fn, *flat[1:],
                             chunk_size=self.loss_chunk)
     return out.reshape(shape)
 

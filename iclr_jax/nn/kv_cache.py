@@ -1,0 +1,69 @@
+"""A key/value cache for decoder-only transformers, and attention against it.
+
+The cache holds one slot per absolute position: `keys[layer, b, t]` is the key of row b's
+token at position t. A step of `s` new tokens at positions `p [b, s]` (per row, so a ragged
+batch decodes in lock-step) writes its keys/values into slots `p` and attends to every slot
+`t <= p`. Prefill is the same step with `p = 0..S-1`; right padding of shorter prompts writes
+slots that the next real token overwrites before anything attends to them, so no padding
+mask is needed. Shapes are fixed (`capacity` slots), so a decode loop compiles once.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class KVCache(NamedTuple):
+  """keys, values: [num_layers, batch, capacity, num_kv_heads, head_dim]."""
+  keys: jax.Array
+  values: jax.Array
+
+  @property
+  def capacity(self) -> int:
+    return self.keys.shape[2]
+
+
+def init_cache(*, num_layers: int, batch: int, capacity: int, num_kv_heads: int,
+               head_dim: int, dtype=jnp.float32) -> KVCache:
+  """An all-zero cache of `capacity` positions per row."""
+  if min(num_layers, batch, capacity, num_kv_heads, head_dim) < 1:
+    raise ValueError("init_cache: every size must be >= 1, got "
+                     f"num_layers={num_layers}, batch={batch}, capacity={capacity}, "
+                     f"num_kv_heads={num_kv_heads}, head_dim={head_dim}")
+  shape = (num_layers, batch, capacity, num_kv_heads, head_dim)
+  return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+
+def write(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
+  """slots [b, T, K, d] with `new` [b, s, K, d] written at `positions` int [b, s]."""
+  rows = jnp.arange(slots.shape[0])[:, None]
+  return slots.at[rows, positions].set(new.astype(slots.dtype), mode="drop")
+
+
+def cached_attention(query: jax.Array, keys: jax.Array, values: jax.Array,
+                     positions: jax.Array) -> jax.Array:
+  """Softmax attention of new queries to the cache slots at or before their position.
+
+  Args:
+    query: [b, s, H, d] (already rotated), H a multiple of K (grouped-query attention).
+    keys, values: [b, T, K, d], the slots of this layer (already holding the new tokens).
+    positions: int [b, s], the absolute position of each query.
+
+  Returns:
+    [b, s, H, d] in the query's dtype; logits and softmax in float32.
+  """
+  b, s, h, d = query.shape
+  k_heads = keys.shape[2]
+  if h % k_heads:
+    raise ValueError(f"query heads ({h}) must be a multiple of key heads ({k_heads})")
+  q = query.reshape(b, s, k_heads, h // k_heads, d)
+  logits = jnp.einsum("bskgd,btkd->bkgst", q, keys,
+                      preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(d))
+  visible = jnp.arange(keys.shape[1])[None, None, :] <= positions[:, :, None]  # [b, s, T]
+  logits = jnp.where(visible[:, None, None], logits, -jnp.inf)
+  weights = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
+  out = jnp.einsum("bkgst,btkd->bskgd", weights, values)
+  return out.reshape(b, s, h, d).astype(query.dtype)
