@@ -1,11 +1,25 @@
-"""Test setup: CPU with 8 fake devices, a shared tokenizer cache, and an `rng` fixture."""
+"""Test setup: CPU with 8 fake devices, a shared tokenizer / weight cache, a compilation
+cache for this session, and an `rng` fixture.
 
+The compilation cache is a fresh folder per session (so a fresh machine takes as long as
+this one): the binaries that the tests start as subprocesses, and tests that build the same
+program, compile each program once.
+"""
+
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("ICLR_JAX_CACHE", os.path.join(tempfile.gettempdir(),
                                                      "iclr_jax_test_cache"))
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _COMPILE_CACHE = tempfile.mkdtemp(prefix="iclr_jax_compile_")
+  atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
+  os.environ.update(JAX_COMPILATION_CACHE_DIR=_COMPILE_CACHE,
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.5",
+                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import jax  # noqa: E402
 

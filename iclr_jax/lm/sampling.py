@@ -90,3 +90,55 @@ def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key
     return jax.lax.dynamic_update_index_in_dim(buf, tok, p + i, axis=1)
 
   return jax.lax.fori_loop(0, num_tokens, body, buf)
+
+
+def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.Array,
+                      key: jax.Array, *, max_new_tokens: int, stop_ids=(), pad_id: int = 0,
+                      temperature: float = 1.0, top_p: float = 1.0):
+  """Prefill a ragged batch of prompts once, then decode token by token from a KV cache.
+
+  Pure and jit-compatible (`lax.while_loop`, which also stops early once every row has
+  emitted a stop token).
+
+  Args:
+    step_fn: `(tokens int [b, s], positions int [b, s], cache, select int [b] | None) ->
+      (logits float [b, V], cache)`, the logits at step index `select` of each row (e.g.
+      `DecoderLM.cached`).
+    cache: an empty cache with room for `prompt_len + max_new_tokens` positions.
+    prompt: int [b, prompt_len], right-padded; lengths: int [b] in [1, prompt_len].
+    key: PRNG key; temperature, top_p: see `sample_logits` (may be traced).
+    max_new_tokens: static, >= 1. stop_ids: token ids that end a row (the stop token is
+      kept in the output; later positions hold `pad_id`).
+
+  Returns:
+    (tokens int32 [b, max_new_tokens], num_new int32 [b]: tokens before the stop token, or
+    max_new_tokens if none was emitted).
+  """
+  b, p = prompt.shape
+  stops = jnp.asarray(list(stop_ids) or [-2], jnp.int32)
+  positions = jnp.broadcast_to(jnp.arange(p), (b, p))
+  logits, cache = step_fn(prompt, positions, cache, lengths - 1)
+  tok = sample_logits(jax.random.fold_in(key, 0), logits, temperature=temperature,
+                      top_p=top_p)
+  out = jnp.full((b, max_new_tokens), pad_id, jnp.int32).at[:, 0].set(tok)
+  done = jnp.isin(tok, stops)
+  num_new = jnp.where(done, 0, max_new_tokens)
+
+  def cond(carry):
+    i, _, _, done, *_ = carry
+    return (i < max_new_tokens) & ~jnp.all(done)
+
+  def body(carry):
+    i, cache, tok, done, out, num_new = carry
+    logits, cache = step_fn(tok[:, None], (lengths + i - 1)[:, None], cache, first)
+    new = sample_logits(jax.random.fold_in(key, i), logits, temperature=temperature,
+                        top_p=top_p)
+    new = jnp.where(done, pad_id, new)
+    out = jax.lax.dynamic_update_index_in_dim(out, new, i, axis=1)
+    stop = ~done & jnp.isin(new, stops)
+    return i + 1, cache, new, done | stop, out, jnp.where(stop, i, num_new)
+
+  first = jnp.zeros((b,), jnp.int32)
+  carry = (jnp.int32(1), cache, tok, done, out, num_new)
+  _, _, _, _, out, num_new = jax.lax.while_loop(cond, body, carry)
+  return out, num_new.astype(jnp.int32)

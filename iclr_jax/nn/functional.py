@@ -7,6 +7,7 @@
 
 `decoder_lm` builds the shared transformer LM from a model spec (a mapping with d_model,
 num_layers, num_heads, mlp_ratio, norm, attention, attention_options, tie_embeddings, dtype).
+`decode` samples from a DecoderLM's parameters with its KV cache.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from iclr_jax.lm.sampling import decode_with_cache
+from iclr_jax.nn import kv_cache
 from iclr_jax.nn.transformer import DecoderLM
 
 
@@ -61,3 +64,24 @@ def decoder_lm(spec: Mapping[str, Any], vocab_size: int) -> ModelFunctions:
                      rngs=nnx.Rngs(params=key), dtype=jnp.dtype(spec["dtype"]),
                      attention_options=kernel_options(spec))
   return model_functions(build)
+
+
+def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
+           key: jax.Array, *, max_new_tokens: int, capacity: int | None = None,
+           stop_ids=(), pad_id: int = 0, temperature: float = 1.0, top_p: float = 1.0,
+           cache_dtype=jnp.float32):
+  """Cached autoregressive decoding of a `DecoderLM` (pure; jit it with the sizes static).
+
+  Prefills the right-padded `prompt` int [b, p] (row lengths `lengths` [b]) into a KV cache
+  of `capacity` (default p + max_new_tokens) positions, then samples `max_new_tokens` tokens
+  (see `lm.sampling.decode_with_cache`). Returns (tokens [b, max_new_tokens], num_new [b]).
+  """
+  model = fns.module(params)
+  num_kv, head_dim = model.kv_shape
+  capacity = prompt.shape[1] + max_new_tokens if capacity is None else capacity
+  cache = kv_cache.init_cache(num_layers=model.num_layers, batch=prompt.shape[0],
+                              capacity=capacity, num_kv_heads=num_kv, head_dim=head_dim,
+                              dtype=cache_dtype)
+  return decode_with_cache(model.cached, cache, prompt, lengths, key,
+                           max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=pad_id,
+                           temperature=temperature, top_p=top_p)

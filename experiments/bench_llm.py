@@ -1,0 +1,139 @@
+"""Prefill and decode speed of the pretrained LLM (SmolLM2-135M) in JAX, beside llama.cpp on
+the same GGUF file with 2 threads, and the peak memory of each configuration.
+
+Each configuration runs in its own subprocess (so its peak RSS is its own): ours at every
+--dtypes × --batches × --prompts, llama.cpp at batch 1 (its Python API decodes one
+sequence). Prefill tokens/s = batch · prompt / (time of a prefill + first token); decode
+tokens/s = batch · new / (time of new more tokens), stop tokens ignored; median of repeats
+after a compiling run.
+
+  python experiments/bench_llm.py [--dtypes=float32,bfloat16 --batches=1,8,32
+      --prompts=128,1024 --new_tokens=32 --repeats=3]
+Needs the bench extra for the llama.cpp column (pip install -e '.[llm,bench]').
+Writes bench_results/llm.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from iclr_jax.train import cli
+
+_DTYPES = flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our weight/compute dtypes.")
+_BATCHES = flags.DEFINE_list("batches", ["1", "8", "32"], "Batch sizes (ours).")
+_PROMPTS = flags.DEFINE_list("prompts", ["128", "1024"], "Prompt lengths in tokens.")
+_NEW = flags.DEFINE_integer("new_tokens", 32, "Decoded tokens per timed run.")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs (median reported).")
+_LLAMA = flags.DEFINE_bool("llama_cpp", True, "Also time llama.cpp (needs llama-cpp-python).")
+_THREADS = flags.DEFINE_integer("threads", 2, "llama.cpp threads.")
+_OUT = flags.DEFINE_string("out", "bench_results/llm.json", "JSON output.")
+_ONE = flags.DEFINE_string("one", "", "Internal: run one configuration (JSON) and print it.")
+cli.validate_list(_DTYPES, kind="choices", choices=("float32", "bfloat16"))
+cli.validate_list(_BATCHES)
+cli.validate_list(_PROMPTS)
+
+
+def _prompt_ids(batch: int, length: int) -> list[list[int]]:
+  """KJV text, tokenized, cut to `length` tokens per row (rows start at different places)."""
+  from iclr_jax.datasets.text import load_corpus  # pylint: disable=import-outside-toplevel
+  from iclr_jax.llm import Tokenizer, default_gguf_path, gguf_file  # pylint: disable=import-outside-toplevel
+  tok = Tokenizer(gguf_file.read_checkpoint(default_gguf_path()).tokenizer)
+  ids = tok.encode(load_corpus("kjv").validation[:200_000])
+  return [ids[i * 997:i * 997 + length] for i in range(batch)]
+
+
+def _median(fn, repeats: int) -> float:
+  fn()  # compile / warm up
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - t0)
+  return sorted(times)[len(times) // 2]
+
+
+def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
+  from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
+  lm = load_pretrained(dtype=dtype)
+  ids = _prompt_ids(batch, prompt)
+  gen = lambda n: lm.generate_ids(ids, max_new_tokens=n, stop_ids=())  # noqa: E731
+  t1 = _median(lambda: gen(1), repeats)
+  tn = _median(lambda: gen(new + 1), repeats)
+  return {"impl": "iclr_jax", "dtype": dtype, "batch": batch, "prompt": prompt,
+          "prefill_tok_s": batch * prompt / t1, "decode_tok_s": batch * new / max(tn - t1, 1e-9)}
+
+
+def run_llama_cpp(prompt: int, new: int, repeats: int, threads: int) -> dict:
+  from llama_cpp import Llama  # pylint: disable=import-outside-toplevel
+  from iclr_jax.llm import default_gguf_path  # pylint: disable=import-outside-toplevel
+  llm = Llama(model_path=default_gguf_path(), n_ctx=prompt + new + 8, n_threads=threads,
+              n_batch=512, verbose=False)
+  ids = _prompt_ids(1, prompt)[0]
+
+  def prefill():
+    llm.reset()
+    llm.eval(ids)
+
+  def decode():
+    prefill()
+    for _ in range(new):
+      llm.eval([ids[0]])
+  t1 = _median(prefill, repeats)
+  tn = _median(decode, repeats)
+  return {"impl": "llama.cpp", "dtype": "Q4_1", "batch": 1, "prompt": prompt,
+          "prefill_tok_s": prompt / t1, "decode_tok_s": new / max(tn - t1, 1e-9)}
+
+
+def _one(spec: dict) -> None:
+  if spec["impl"] == "llama.cpp":
+    row = run_llama_cpp(spec["prompt"], spec["new"], spec["repeats"], spec["threads"])
+  else:
+    row = run_ours(spec["dtype"], spec["batch"], spec["prompt"], spec["new"], spec["repeats"])
+  row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  print("ROW " + json.dumps(row), flush=True)
+
+
+def _specs() -> list[dict]:
+  common = dict(new=_NEW.value, repeats=_REPEATS.value, threads=_THREADS.value)
+  specs = []
+  for prompt in map(int, _PROMPTS.value):
+    if _LLAMA.value:
+      specs.append(dict(impl="llama.cpp", prompt=prompt, batch=1, dtype="Q4_1", **common))
+    for dtype in _DTYPES.value:
+      for batch in map(int, _BATCHES.value):
+        specs.append(dict(impl="iclr_jax", dtype=dtype, batch=batch, prompt=prompt, **common))
+  return specs
+
+
+def main(argv):
+  del argv
+  if _ONE.value:
+    _one(json.loads(_ONE.value))
+    return
+  rows = []
+  for spec in _specs():
+    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
+                          capture_output=True, text=True, check=False)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("ROW ")]
+    if proc.returncode or not lines:
+      print(f"{spec} failed:\n{proc.stderr[-2000:]}", flush=True)
+      continue
+    rows.append(json.loads(lines[-1][4:]))
+    print(json.dumps(rows[-1]), flush=True)
+  print(f"\n{'impl':>10} {'dtype':>9} {'batch':>6} {'prompt':>7} {'prefill tok/s':>14} "
+        f"{'decode tok/s':>13} {'peak RSS MB':>12}")
+  for r in rows:
+    print(f"{r['impl']:>10} {r['dtype']:>9} {r['batch']:>6} {r['prompt']:>7} "
+          f"{r['prefill_tok_s']:14.0f} {r['decode_tok_s']:13.1f} {r['peak_rss_mb']:12.0f}")
+  from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
+  write_json("", _OUT.value, rows)
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=cli.parse_flags)

@@ -1,0 +1,207 @@
+"""`PretrainedLM`: a pretrained decoder LLM in JAX behind the library's LM interface.
+
+Host-side methods (they take and return Python strings / lists / NumPy arrays); the compute
+runs in jitted pure functions of (params, arrays). Batches are padded to buckets (rows to a
+power of two and a multiple of the mesh's data axis, lengths to a multiple of 64) so a
+workload of varied prompts compiles a handful of programs, not one per call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from iclr_jax.lm.head import chunked_head_loss
+from iclr_jax.llm.gguf_file import LlamaSpec
+from iclr_jax.llm.tokenizer import Tokenizer
+from iclr_jax.nn.functional import ModelFunctions, decode
+from iclr_jax.train import mesh as mesh_lib
+
+LENGTH_BUCKET = 64
+SCORE_CHUNK = 512  # tokens per head chunk when scoring ([chunk, V] logits at a time)
+
+
+def _round_up(n: int, multiple: int) -> int:
+  return -(-n // multiple) * multiple
+
+
+def _check_texts(name: str, texts) -> list[str]:
+  if isinstance(texts, str) or not isinstance(texts, Sequence):
+    raise ValueError(f"{name} must be a list of strings, got {type(texts).__name__}")
+  if not texts:
+    raise ValueError(f"{name} must hold at least one string, got an empty list")
+  bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+  if bad:
+    raise ValueError(f"{name}[{bad[0]}] must be a str, got {type(texts[bad[0]]).__name__}")
+  return list(texts)
+
+
+class PretrainedLM:
+  """A pretrained causal LM: `logits`, `generate`, `score`, `chat` (see `iclr_jax.llm`).
+
+  Attributes:
+    tokenizer: the model's `Tokenizer`; spec: its `LlamaSpec`; params: the weights
+    (an `nnx.State`); functions: `ModelFunctions` of the underlying `nn.DecoderLM`.
+  """
+
+  def __init__(self, functions: ModelFunctions, params, tokenizer: Tokenizer,
+               spec: LlamaSpec, *, dtype=jnp.float32, mesh: Mesh | None = None):
+    self.functions, self.tokenizer, self.spec = functions, tokenizer, spec
+    self.dtype, self.mesh = jnp.dtype(dtype), mesh
+    self.params = params if mesh is None else jax.device_put(params,
+                                                             mesh_lib.replicated(mesh))
+    self._logits = jax.jit(functions.apply)
+
+  # ---- batching -------------------------------------------------------------------
+  def _rows(self, n: int) -> int:
+    rows = 1 << max(n - 1, 0).bit_length()
+    return rows if self.mesh is None else _round_up(rows, mesh_lib.data_parallel_size(
+        self.mesh))
+
+  def _put(self, array: np.ndarray) -> jax.Array:
+    if self.mesh is None:
+      return jnp.asarray(array)
+    return jax.device_put(array, mesh_lib.batch_sharding(self.mesh))
+
+  def _pad(self, seqs: list[list[int]], length: int) -> tuple[jax.Array, jax.Array]:
+    rows = self._rows(len(seqs))
+    out = np.full((rows, length), self.tokenizer.pad_id, np.int32)
+    lengths = np.ones((rows,), np.int32)
+    for i, s in enumerate(seqs):
+      out[i, :len(s)], lengths[i] = s, len(s)
+    return self._put(out), self._put(lengths)
+
+  def _check_ids(self, name: str, seqs) -> list[list[int]]:
+    seqs = [[int(t) for t in s] for s in seqs]
+    if not seqs:
+      raise ValueError(f"{name} must hold at least one sequence, got none")
+    for i, s in enumerate(seqs):
+      bad = [t for t in s if not 0 <= t < self.spec.vocab_size]
+      if bad:
+        raise ValueError(f"{name}[{i}] holds ids outside [0, {self.spec.vocab_size}): "
+                         f"{bad[:5]}")
+    return seqs
+
+  # ---- logits ---------------------------------------------------------------------
+  def logits(self, ids) -> jax.Array:
+    """ids int [B, S] -> float32 [B, S, V] (one full causal forward, no cache)."""
+    ids = jnp.asarray(ids)
+    if ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
+      raise ValueError(f"ids must be int [batch, seq] with batch, seq >= 1, got shape "
+                       f"{ids.shape}")
+    if ids.shape[1] > self.spec.context_length:
+      raise ValueError(f"ids has {ids.shape[1]} positions, more than the model's context "
+                       f"of {self.spec.context_length}")
+    return self._logits(self.params, ids)
+
+  # ---- generation -----------------------------------------------------------------
+  def generate_ids(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+                   temperature: float = 0.0, top_p: float = 1.0,
+                   key: jax.Array | None = None,
+                   stop_ids: Sequence[int] | None = None) -> list[list[int]]:
+    """New token ids after each prompt, up to (not including) a stop token.
+
+    stop_ids: the tokens that end a row; None = the tokenizer's (EOS, `<|im_end|>`,
+    `<|endoftext|>`), () = none (always `max_new_tokens` tokens).
+    """
+    prompts = self._check_ids("prompts", prompts)
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    if temperature > 0 and key is None:
+      raise ValueError("key is required when temperature > 0 (sampling)")
+    longest = max(len(p) for p in prompts)
+    if min(len(p) for p in prompts) < 1:
+      raise ValueError("every prompt must hold at least one token")
+    if longest + max_new_tokens > self.spec.context_length:
+      raise ValueError(f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds "
+                       f"the model's context of {self.spec.context_length}")
+    length = _round_up(longest, LENGTH_BUCKET)
+    capacity = min(_round_up(length + max_new_tokens, LENGTH_BUCKET), max(
+        self.spec.context_length, length + max_new_tokens))
+    tokens, lengths = self._pad(prompts, length)
+    out, num_new = self._decode(
+        self.params, tokens, lengths, jax.random.key(0) if key is None else key,
+        max_new_tokens=int(max_new_tokens), capacity=int(capacity),
+        temperature=float(temperature), top_p=float(top_p),
+        stop_ids=tuple(self.tokenizer.stop_ids if stop_ids is None else map(int, stop_ids)))
+    out, num_new = np.asarray(out), np.asarray(num_new)
+    return [out[i, :num_new[i]].tolist() for i in range(len(prompts))]
+
+  @functools.partial(jax.jit, static_argnums=0, static_argnames=(
+      "max_new_tokens", "capacity", "temperature", "top_p", "stop_ids"))
+  def _decode(self, params, tokens, lengths, key, *, max_new_tokens, capacity, temperature,
+              top_p, stop_ids):
+    return decode(self.functions, params, tokens, lengths, key,
+                  max_new_tokens=max_new_tokens, capacity=capacity, stop_ids=stop_ids,
+                  pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p,
+                  cache_dtype=self.dtype)
+
+  def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
+               temperature: float = 0.0, top_p: float = 1.0,
+               key: jax.Array | None = None) -> list[str]:
+    """Continuations of raw text prompts; temperature 0 is greedy (key then optional)."""
+    prompts = _check_texts("prompts", prompts)
+    ids = self.generate_ids([self.tokenizer.encode(p) for p in prompts],
+                            max_new_tokens=max_new_tokens, temperature=temperature,
+                            top_p=top_p, key=key)
+    return [self.tokenizer.decode(i) for i in ids]
+
+  def chat(self, messages: Sequence[Mapping[str, str]], **generate_kwargs) -> str:
+    """The assistant's reply to `messages` ([{'role': ..., 'content': ...}, ...])."""
+    prompt = self.tokenizer.chat_prompt(messages, add_generation_prompt=True)
+    return self.generate([prompt], **generate_kwargs)[0]
+
+  # ---- scoring --------------------------------------------------------------------
+  def token_logprobs(self, prompts: Sequence[Sequence[int]],
+                     continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """log p(continuation token | everything before it), float32 [len(c_i)] per row."""
+    prompts = self._check_ids("prompts", prompts)
+    continuations = self._check_ids("continuations", continuations)
+    if len(prompts) != len(continuations):
+      raise ValueError(f"got {len(prompts)} prompts but {len(continuations)} continuations")
+    if min(len(p) for p in prompts) < 1:
+      raise ValueError("every prompt must hold at least one token (the first continuation "
+                       "token needs a context)")
+    seqs = [p + c for p, c in zip(prompts, continuations)]
+    longest = max(len(s) for s in seqs)
+    if longest > self.spec.context_length:
+      raise ValueError(f"prompt + continuation of {longest} tokens exceeds the model's "
+                       f"context of {self.spec.context_length}")
+    tokens, _ = self._pad(seqs, _round_up(longest, LENGTH_BUCKET))
+    logp = np.asarray(self._token_logprobs(self.params, tokens))
+    return [logp[i, len(p) - 1:len(p) - 1 + len(c)] for i, (p, c) in
+            enumerate(zip(prompts, continuations))]
+
+  @functools.partial(jax.jit, static_argnums=0)
+  def _token_logprobs(self, params, tokens):
+    """log p(tokens[:, t + 1] | tokens[:, :t + 1]) float32 [B, S] (last column 0)."""
+    model = self.functions.module(params)
+    h = model.hidden(tokens)
+    kernel, bias = model.head_weights()
+    targets = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
+    b, s, d = h.shape
+
+    def logprob(logits, target):
+      logz = jax.nn.logsumexp(logits, axis=-1)
+      return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
+
+    out = chunked_head_loss(h.reshape(b * s, d), kernel, bias, logprob,
+                            targets.reshape(-1), chunk_size=SCORE_CHUNK)
+    return out.reshape(b, s).at[:, -1].set(0.0)
+
+  def score(self, prompts: Sequence[str], continuations: Sequence[str], *,
+            per_token: bool = False):
+    """Summed log-probs of each continuation given its prompt: float64 [B]; with
+    `per_token=True` the per-token log-probs instead (a list of float32 arrays)."""
+    prompts = _check_texts("prompts", prompts)
+    continuations = _check_texts("continuations", continuations)
+    enc = self.tokenizer.encode
+    rows = self.token_logprobs([enc(p) for p in prompts], [enc(c) for c in continuations])
+    if per_token:
+      return rows
+    return np.array([float(np.sum(r, dtype=np.float64)) for r in rows])

@@ -1,0 +1,133 @@
+"""The LM interface shared by the in-library model and remote servers (host-side).
+
+`LanguageModel` is what prompt optimisers, judges and annotators program against:
+`generate` (raw text continuation), `score` (summed log-probs of continuations) and `chat`
+(a reply to a list of messages). `PretrainedLM` implements it in JAX; `OpenAIClient`
+implements it for any server that speaks the OpenAI HTTP API (`/v1/completions`,
+`/v1/chat/completions`), such as vLLM or the llama.cpp server, with the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+
+  def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
+               temperature: float = 0.0, top_p: float = 1.0, key=None) -> list[str]:
+    ...
+
+  def score(self, prompts: Sequence[str], continuations: Sequence[str], *,
+            per_token: bool = False):
+    ...
+
+  def chat(self, messages: Sequence[Mapping[str, str]], **generate_kwargs) -> str:
+    ...
+
+
+def _seed(key) -> int | None:
+  """An integer seed for a server from a JAX key (or an int)."""
+  if key is None or isinstance(key, int):
+    return key
+  import jax  # pylint: disable=import-outside-toplevel
+  return int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+
+class OpenAIClient:
+  """`LanguageModel` over an OpenAI-compatible HTTP server.
+
+  Args:
+    base_url: e.g. 'http://127.0.0.1:8000/v1'.
+    model: the model name the server expects.
+    api_key: sent as a Bearer token when given.
+    timeout: seconds per request; retries: further attempts after a connection failure,
+      a timeout or a 5xx answer, waiting `backoff · 2^i` seconds between them. A 4xx answer
+      is raised at once.
+  """
+
+  def __init__(self, base_url: str, *, model: str, api_key: str | None = None,
+               timeout: float = 60.0, retries: int = 2, backoff: float = 0.5):
+    if not base_url.startswith(("http://", "https://")):
+      raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+    if retries < 0 or timeout <= 0:
+      raise ValueError(f"retries must be >= 0 and timeout > 0, got {retries}, {timeout}")
+    self.base_url, self.model = base_url.rstrip("/"), model
+    self.api_key, self.timeout = api_key, float(timeout)
+    self.retries, self.backoff = int(retries), float(backoff)
+
+  def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    url = f"{self.base_url}/{path}"
+    headers = {"Content-Type": "application/json"}
+    if self.api_key:
+      headers["Authorization"] = f"Bearer {self.api_key}"
+    data = json.dumps(dict(payload, model=self.model)).encode()
+    error: Exception | None = None
+    for attempt in range(self.retries + 1):
+      if attempt:
+        time.sleep(self.backoff * 2 ** (attempt - 1))
+      try:
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+          return json.loads(response.read().decode())
+      except urllib.error.HTTPError as e:
+        body = e.read().decode(errors="replace")[:300]
+        if e.code < 500:
+          raise ValueError(f"{url} answered HTTP {e.code}: {body}") from None
+        error = e
+      except (urllib.error.URLError, socket.timeout, ConnectionError, TimeoutError) as e:
+        error = e
+    raise ConnectionError(f"could not get an answer from {url} after "
+                          f"{self.retries + 1} attempts: {error}")
+
+  def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
+               temperature: float = 0.0, top_p: float = 1.0, key=None) -> list[str]:
+    if max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    seed = _seed(key)
+    out = []
+    for prompt in prompts:
+      payload = dict(prompt=prompt, max_tokens=int(max_new_tokens),
+                     temperature=float(temperature), top_p=float(top_p))
+      if seed is not None:
+        payload["seed"] = seed
+      out.append(self._post("completions", payload)["choices"][0]["text"])
+    return out
+
+  def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int = 256,
+           temperature: float = 0.0, top_p: float = 1.0, key=None) -> str:
+    payload = dict(messages=[dict(m) for m in messages], max_tokens=int(max_new_tokens),
+                   temperature=float(temperature), top_p=float(top_p))
+    seed = _seed(key)
+    if seed is not None:
+      payload["seed"] = seed
+    return self._post("chat/completions", payload)["choices"][0]["message"]["content"]
+
+  def score(self, prompts: Sequence[str], continuations: Sequence[str], *,
+            per_token: bool = False):
+    """Log-probs of the continuation's tokens from the server's echoed prompt log-probs
+    (`echo=True, logprobs=1`); tokens are attributed by their character offset."""
+    if len(prompts) != len(continuations):
+      raise ValueError(f"got {len(prompts)} prompts but {len(continuations)} continuations")
+    rows = []
+    for prompt, cont in zip(prompts, continuations):
+      choice = self._post("completions", dict(prompt=prompt + cont, max_tokens=1, echo=True,
+                                              logprobs=1, temperature=0.0))["choices"][0]
+      lp = choice.get("logprobs") or {}
+      if not lp.get("token_logprobs") or not lp.get("text_offset"):
+        raise ValueError("the server returned no echoed prompt log-probs; it cannot score")
+      end = len(prompt) + len(cont)
+      rows.append(np.array([v for v, o in zip(lp["token_logprobs"], lp["text_offset"])
+                            if len(prompt) <= o < end and v is not None], np.float32))
+    if per_token:
+      return rows
+    return np.array([float(np.sum(r, dtype=np.float64)) for r in rows])
