@@ -4,11 +4,12 @@ the same GGUF file with 2 threads, and the peak memory of each configuration.
 Each configuration runs in its own subprocess (so its peak RSS is its own): ours at every
 --dtypes × --batches × --prompts, llama.cpp at batch 1 (its Python API decodes one
 sequence). Prefill tokens/s = batch · prompt / (time of a prefill + first token); decode
-tokens/s = batch · new / (time of new more tokens), stop tokens ignored; median of repeats
-after a compiling run.
+tokens/s = batch · new / (time of new more tokens: for ours the difference between a run
+with new + 1 tokens and one with 1, for llama.cpp its token-by-token `eval` loop after the
+prefill), stop tokens ignored; median of repeats after a compiling / warm-up run.
 
   python experiments/bench_llm.py [--dtypes=float32,bfloat16 --batches=1,8,32
-      --prompts=128,1024 --new_tokens=32 --repeats=3]
+      --prompts=128,1024 --new_tokens=64 --repeats=2]
 Needs the bench extra for the llama.cpp column (pip install -e '.[llm,bench]').
 Writes bench_results/llm.json and prints a table.
 """
@@ -28,8 +29,8 @@ from iclr_jax.train import cli
 _DTYPES = flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our weight/compute dtypes.")
 _BATCHES = flags.DEFINE_list("batches", ["1", "8", "32"], "Batch sizes (ours).")
 _PROMPTS = flags.DEFINE_list("prompts", ["128", "1024"], "Prompt lengths in tokens.")
-_NEW = flags.DEFINE_integer("new_tokens", 32, "Decoded tokens per timed run.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs (median reported).")
+_NEW = flags.DEFINE_integer("new_tokens", 64, "Decoded tokens per timed run.")
+_REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs (median reported).")
 _LLAMA = flags.DEFINE_bool("llama_cpp", True, "Also time llama.cpp (needs llama-cpp-python).")
 _THREADS = flags.DEFINE_integer("threads", 2, "llama.cpp threads.")
 _OUT = flags.DEFINE_string("out", "bench_results/llm.json", "JSON output.")
@@ -80,14 +81,17 @@ def run_llama_cpp(prompt: int, new: int, repeats: int, threads: int) -> dict:
     llm.reset()
     llm.eval(ids)
 
-  def decode():
+  def decode():  # after a prefill; only the token-by-token loop is timed
     prefill()
+    t0 = time.perf_counter()
     for _ in range(new):
       llm.eval([ids[0]])
+    return time.perf_counter() - t0
   t1 = _median(prefill, repeats)
-  tn = _median(decode, repeats)
+  decode()
+  tn = sorted(decode() for _ in range(repeats))[repeats // 2]
   return {"impl": "llama.cpp", "dtype": "Q4_1", "batch": 1, "prompt": prompt,
-          "prefill_tok_s": prompt / t1, "decode_tok_s": new / max(tn - t1, 1e-9)}
+          "prefill_tok_s": prompt / t1, "decode_tok_s": new / tn}
 
 
 def _one(spec: dict) -> None:

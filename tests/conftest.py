@@ -18,7 +18,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   _COMPILE_CACHE = tempfile.mkdtemp(prefix="iclr_jax_compile_")
   atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
   os.environ.update(JAX_COMPILATION_CACHE_DIR=_COMPILE_CACHE,
-                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.5",
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="2",
                     JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import jax  # noqa: E402

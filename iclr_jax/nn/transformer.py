@@ -76,11 +76,13 @@ class SelfAttention(nnx.Module):
 
   def cached(self, x: jax.Array, positions: jax.Array, keys: jax.Array, values: jax.Array):
     """One cached step (see `nn.kv_cache`): x [b, s, d_model] at positions int [b, s];
-    keys/values [b, T, K, d] this layer's slots. Returns (out, keys, values)."""
+    keys [b, K, d, T] / values [b, K, T, d]: this layer's slots. Returns (out, keys,
+    values)."""
     if not self.causal:
       raise ValueError("a KV cache needs causal attention")
     q, k, v = self.project(x, positions)
-    keys, values = kv_cache.write(keys, k, positions), kv_cache.write(values, v, positions)
+    keys = kv_cache.write_keys(keys, k, positions)
+    values = kv_cache.write_values(values, v, positions)
     o = kv_cache.cached_attention(q, keys, values, positions)
     return self.out(o.reshape(x.shape[0], x.shape[1], -1)), keys, values
 
@@ -209,14 +211,17 @@ class DecoderLM(nnx.Module):
       (logits float32 [batch, s, vocab_size], or [batch, vocab_size] with `select`; the cache
       with these tokens written).
     """
+    if len(cache.keys) != len(self.blocks):
+      raise ValueError(f"cache has {len(cache.keys)} layers, the model {len(self.blocks)}")
     x = self.embed_tokens(tokens)
-    keys, values = cache
-    for i, block in enumerate(self.blocks):
-      x, k, v = block.cached(x, positions, keys[i], values[i])
-      keys, values = keys.at[i].set(k), values.at[i].set(v)
+    keys, values = [], []
+    for block, k, v in zip(self.blocks, cache.keys, cache.values):
+      x, k, v = block.cached(x, positions, k, v)
+      keys.append(k)
+      values.append(v)
     if select is not None:
       x = x[jnp.arange(x.shape[0]), select]
-    return self.logits(self.final_norm(x)), kv_cache.KVCache(keys, values)
+    return self.logits(self.final_norm(x)), kv_cache.KVCache(tuple(keys), tuple(values))
 
   def hidden(self, tokens: jax.Array) -> jax.Array:
     """The final-normalised hidden states [batch, seq, d_model] (the head's input)."""

@@ -16,6 +16,12 @@ def smollm():
 
 
 @pytest.fixture(scope="session")
+def greedy_outputs(smollm, golden):
+  """Our greedy continuations (24 tokens, cached decoding) of the golden prompts."""
+  return smollm.generate_ids([c["prompt_ids"] for c in golden["greedy"]], max_new_tokens=24)
+
+
+@pytest.fixture(scope="session")
 def golden():
   with open(os.path.join(GOLDEN, "tokenize.json")) as f:
     tokenize = json.load(f)
@@ -25,7 +31,7 @@ def golden():
           "logits": dict(np.load(os.path.join(GOLDEN, "logits.npz")))}
 
 
-def full_logits(lm, ids, length=32):
+def full_logits(lm, ids, length=64):
   """Float64 logits [len(ids), V] of one sequence from `lm.logits`, padded to `length`
   (causal: the padding does not change them; one compiled shape serves every test)."""
   assert len(ids) <= length

@@ -10,11 +10,9 @@ from tests.llm.conftest import full_logits, log_softmax
 NOISE = 1.2  # llama.cpp's logits differ from ours by up to ~1.1 (see test_forward.py)
 
 
-def test_greedy_continuations_match_llama_cpp(smollm, golden):
-  cases = golden["greedy"]
-  ours = smollm.generate_ids([c["prompt_ids"] for c in cases], max_new_tokens=24)
+def test_greedy_continuations_match_llama_cpp(golden, greedy_outputs):
   agree = 0
-  for case, out in zip(cases, ours):
+  for case, out in zip(golden["greedy"], greedy_outputs):
     ref = case["ids"]
     first = next((k for k, (a, b) in enumerate(zip(out, ref)) if a != b), None)
     if first is None:  # equal up to our stop token, which llama.cpp's loop does not honour
@@ -25,18 +23,16 @@ def test_greedy_continuations_match_llama_cpp(smollm, golden):
   assert agree >= 4
 
 
-def test_cached_decoding_equals_full_recomputation(smollm):
-  prompts = [smollm.tokenizer.encode(t) for t in
-             ["In the beginning", "And God said, Let there be light: and there",
-              "The LORD is my shepherd; I shall"]]
-  assert len({len(p) for p in prompts}) == 3  # ragged
-  cached = smollm.generate_ids(prompts, max_new_tokens=8)
-  for prompt, out in zip(prompts, cached):
-    buf = np.full((1, 32), 2, np.int32)
-    buf[0, :len(prompt)] = prompt
-    for t in range(len(prompt), len(prompt) + len(out)):
-      buf[0, t] = int(np.argmax(smollm.logits(buf)[0, t - 1]))
-    assert list(buf[0, len(prompt):len(prompt) + len(out)]) == out
+def test_cached_decoding_equals_full_recomputation(smollm, golden, greedy_outputs):
+  # A ragged batch (prompts of 5 to 19 tokens) decoded with the cache, against greedy
+  # decoding that reruns the whole sequence at every token.
+  prompts = [c["prompt_ids"] for c in golden["greedy"]]
+  assert len({len(p) for p in prompts}) >= 4
+  for prompt, out in list(zip(prompts, greedy_outputs))[::2]:
+    seq = list(prompt)
+    for _ in range(min(len(out), 12)):
+      seq.append(int(np.argmax(full_logits(smollm, seq)[-1])))
+    assert seq[len(prompt):] == out[:len(seq) - len(prompt)]
 
 
 def test_score_sums_the_logits_log_probs(smollm):
@@ -115,10 +111,11 @@ def test_a_non_llama_gguf_is_refused(tmp_path):
 
 def test_generative_perplexity_is_the_per_token_nll(smollm):
   from iclr_jax.llm import generative_perplexity
-  texts = ["And God saw the light, that it was good.", "x", "Jesus wept."]
-  got = generative_perplexity(smollm, texts, batch_size=2)
+  texts = ["And God saw the light, that it was good.", "x", "Jesus wept.",
+           "In the beginning was the Word"]
+  got = generative_perplexity(smollm, texts, batch_size=4)
   nll, count = 0.0, 0
-  for text in (texts[0], texts[2]):  # "x" is one token: skipped
+  for text in (texts[0], texts[2], texts[3]):  # "x" is one token: skipped
     ids = smollm.tokenizer.encode(text)
     logp = log_softmax(full_logits(smollm, ids))
     nll -= sum(logp[t - 1, ids[t]] for t in range(1, len(ids)))

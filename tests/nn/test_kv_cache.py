@@ -88,16 +88,17 @@ def test_cache_needs_causal_attention_and_sane_sizes():
 
 def test_long_prefill_attends_in_query_blocks(rng):
   q = jnp.asarray(rng.normal(size=(2, 37, 4, 8)), jnp.float32)
-  k, v = (jnp.asarray(rng.normal(size=(2, 40, 2, 8)), jnp.float32) for _ in range(2))
+  k, v = (jnp.asarray(rng.normal(size=(2, 2, 40, 8)), jnp.float32) for _ in range(2))
+  k_slots = jnp.swapaxes(k, 2, 3)  # keys are stored [b, K, d, T]
   pos = jnp.asarray(rng.integers(0, 40, size=(2, 37)))
-  whole = kv_cache.cached_attention(q, k, v, pos, query_chunk=64)
-  blocks = kv_cache.cached_attention(q, k, v, pos, query_chunk=8)
+  whole = kv_cache.cached_attention(q, k_slots, v, pos, query_chunk=64)
+  blocks = kv_cache.cached_attention(q, k_slots, v, pos, query_chunk=8)
   np.testing.assert_allclose(blocks, whole, rtol=1e-6, atol=1e-6)
   # float64 NumPy reference of the grouped, position-masked softmax
   qn, kn, vn, pn = (np.asarray(a, np.float64) for a in (q, k, v, pos))
-  kr, vr = np.repeat(kn, 2, axis=2), np.repeat(vn, 2, axis=2)
-  att = np.einsum("bshd,bthd->bhst", qn, kr) / np.sqrt(8)
+  kr, vr = np.repeat(kn, 2, axis=1), np.repeat(vn, 2, axis=1)  # [b, H, T, d]
+  att = np.einsum("bshd,bhtd->bhst", qn, kr) / np.sqrt(8)
   att = np.where(np.arange(40)[None, None, None] <= pn[:, None, :, None], att, -np.inf)
   att = np.exp(att - att.max(-1, keepdims=True))
-  ref = np.einsum("bhst,bthd->bshd", att / att.sum(-1, keepdims=True), vr)
+  ref = np.einsum("bhst,bhtd->bshd", att / att.sum(-1, keepdims=True), vr)
   np.testing.assert_allclose(whole, ref, rtol=2e-5, atol=2e-5)
