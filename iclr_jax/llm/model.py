@@ -97,6 +97,10 @@ class PretrainedLM:
     if ids.shape[1] > self.spec.context_length:
       raise ValueError(f"ids has {ids.shape[1]} positions, more than the model's context "
                        f"of {self.spec.context_length}")
+    if self.mesh is not None:  # rows over 'data' where they divide, else replicated
+      split = ids.shape[0] % mesh_lib.data_parallel_size(self.mesh) == 0
+      ids = jax.device_put(ids, mesh_lib.batch_sharding(self.mesh) if split
+                           else mesh_lib.replicated(self.mesh))
     return self._logits(self.params, ids)
 
   # ---- generation -----------------------------------------------------------------

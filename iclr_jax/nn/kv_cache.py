@@ -1,13 +1,13 @@
 """A key/value cache for decoder-only transformers, and attention against it.
 
-The cache holds one slot per absolute position: `keys[layer][b, t]` is the key of row b's
-token at position t. A step of `s` new tokens at positions `p [b, s]` (per row, so a ragged
+The cache holds one slot per absolute position: slot t of row b holds the key and value of
+row b's token at position t. A step of `s` new tokens at positions `p [b, s]` (per row, so a ragged
 batch decodes in lock-step) writes its keys/values into slots `p` and attends to every slot
 `t <= p`. Prefill is the same step with `p = 0..S-1`; right padding of shorter prompts writes
 slots that the next real token overwrites before anything attends to them, so no padding
-mask is needed. Shapes are fixed (`capacity` slots), so a decode loop compiles once. Each layer has its own
-arrays (a tuple, not one stacked array), so a step updates them in place without copying
-other layers' slots.
+mask is needed. Shapes are fixed (`capacity` slots), so a decode loop compiles once. Each
+layer has its own arrays (a tuple, not one stacked array), so a step updates them in place
+without copying other layers' slots.
 """
 
 from __future__ import annotations

@@ -17,3 +17,5 @@ def test_sharded_model_equals_the_single_device_one(smollm):
   assert len(sharded._put(np.zeros((8, 4))).sharding.device_set) == 8  # pylint: disable=protected-access
   out = sharded.generate_ids(prompts, max_new_tokens=8)
   assert out == smollm.generate_ids(prompts, max_new_tokens=8)
+  logits = sharded.logits(np.full((8, 4), 7, np.int32))
+  assert len(logits.sharding.device_set) == 8 and logits.shape == (8, 4, 49152)
