@@ -25,13 +25,19 @@ def generative_perplexity(lm: PretrainedLM, texts: Sequence[str], *,
   ids = [i for i in ids if len(i) >= 2]
   if not ids:
     raise ValueError("no text of at least two tokens to score")
+  total, count = _nll(lm, ids, batch_size)
+  return math.exp(total / count)
+
+
+def _nll(lm: PretrainedLM, seqs: list[list[int]], batch_size: int) -> tuple[float, int]:
+  """Summed NLL (nats) of every token but the first of each sequence, and their count."""
   total, count = 0.0, 0
-  for start in range(0, len(ids), batch_size):
-    chunk = ids[start:start + batch_size]
-    rows = lm.token_logprobs([i[:1] for i in chunk], [i[1:] for i in chunk])
+  for start in range(0, len(seqs), batch_size):
+    chunk = seqs[start:start + batch_size]
+    rows = lm.token_logprobs([s[:1] for s in chunk], [s[1:] for s in chunk])
     total -= float(sum(np.sum(r, dtype=np.float64) for r in rows))
     count += sum(len(r) for r in rows)
-  return math.exp(total / count)
+  return total, count
 
 
 def text_perplexity(lm: PretrainedLM, text: str, *, window: int = 1024,
@@ -49,13 +55,7 @@ def text_perplexity(lm: PretrainedLM, text: str, *, window: int = 1024,
   if len(ids) < 2:
     raise ValueError("text must hold at least two tokens")
   chunks = [ids[i:i + window] for i in range(0, len(ids), window)]
-  chunks = [c for c in chunks if len(c) >= 2]
-  total, count = 0.0, 0
-  for start in range(0, len(chunks), batch_size):
-    part = chunks[start:start + batch_size]
-    rows = lm.token_logprobs([c[:1] for c in part], [c[1:] for c in part])
-    total -= float(sum(np.sum(r, dtype=np.float64) for r in rows))
-    count += sum(len(r) for r in rows)
+  total, count = _nll(lm, [c for c in chunks if len(c) >= 2], batch_size)
   return {"nll_per_token": total / count, "perplexity": math.exp(total / count),
           "bits_per_byte": total / math.log(2) / len(text.encode("utf-8")),
           "tokens": count}

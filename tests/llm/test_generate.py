@@ -123,3 +123,17 @@ def test_generative_perplexity_is_the_per_token_nll(smollm):
   np.testing.assert_allclose(got, np.exp(nll / count), rtol=1e-4)
   with pytest.raises(ValueError, match="no text of at least two tokens"):
     generative_perplexity(smollm, ["x"])
+
+
+def test_text_perplexity_windows_and_bits_per_byte(smollm):
+  from iclr_jax.llm import generative_perplexity, text_perplexity
+  text = "And God saw the light, that it was good: and God divided the light from the darkness."
+  ids = smollm.tokenizer.encode(text)
+  out = text_perplexity(smollm, text, window=len(ids))  # one window: = generative_perplexity
+  np.testing.assert_allclose(out["perplexity"], generative_perplexity(smollm, [text]),
+                             rtol=1e-6)
+  assert out["tokens"] == len(ids) - 1
+  np.testing.assert_allclose(out["bits_per_byte"], out["nll_per_token"] * out["tokens"]
+                             / np.log(2) / len(text.encode()), rtol=1e-9)
+  with pytest.raises(ValueError, match=r"window must lie in \[2, 8192\]"):
+    text_perplexity(smollm, text, window=1)
