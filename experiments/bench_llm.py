@@ -40,12 +40,10 @@ cli.validate_list(_BATCHES)
 cli.validate_list(_PROMPTS)
 
 
-def _prompt_ids(batch: int, length: int) -> list[list[int]]:
+def _prompt_ids(tokenizer, batch: int, length: int) -> list[list[int]]:
   """KJV text, tokenized, cut to `length` tokens per row (rows start at different places)."""
   from iclr_jax.datasets.text import load_corpus  # pylint: disable=import-outside-toplevel
-  from iclr_jax.llm import Tokenizer, default_gguf_path, gguf_file  # pylint: disable=import-outside-toplevel
-  tok = Tokenizer(gguf_file.read_checkpoint(default_gguf_path()).tokenizer)
-  ids = tok.encode(load_corpus("kjv").validation[:200_000])
+  ids = tokenizer.encode(load_corpus("kjv").validation[:200_000])
   return [ids[i * 997:i * 997 + length] for i in range(batch)]
 
 
@@ -62,20 +60,23 @@ def _median(fn, repeats: int) -> float:
 def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
   from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
   lm = load_pretrained(dtype=dtype)
-  ids = _prompt_ids(batch, prompt)
+  ids = _prompt_ids(lm.tokenizer, batch, prompt)
   gen = lambda n: lm.generate_ids(ids, max_new_tokens=n, stop_ids=())  # noqa: E731
   t1 = _median(lambda: gen(1), repeats)
   tn = _median(lambda: gen(new + 1), repeats)
   return {"impl": "iclr_jax", "dtype": dtype, "batch": batch, "prompt": prompt,
-          "prefill_tok_s": batch * prompt / t1, "decode_tok_s": batch * new / max(tn - t1, 1e-9)}
+          "prefill_tok_s": batch * prompt / t1,
+          # NaN when the difference drowns in timing noise (too few new tokens to measure).
+          "decode_tok_s": batch * new / (tn - t1) if tn > t1 else float("nan")}
 
 
 def run_llama_cpp(prompt: int, new: int, repeats: int, threads: int) -> dict:
   from llama_cpp import Llama  # pylint: disable=import-outside-toplevel
-  from iclr_jax.llm import default_gguf_path  # pylint: disable=import-outside-toplevel
-  llm = Llama(model_path=default_gguf_path(), n_ctx=prompt + new + 8, n_threads=threads,
-              n_batch=512, verbose=False)
-  ids = _prompt_ids(1, prompt)[0]
+  from iclr_jax.llm import Tokenizer, default_gguf_path, read_checkpoint  # pylint: disable=import-outside-toplevel
+  path = default_gguf_path()
+  llm = Llama(model_path=path, n_ctx=prompt + new + 8, n_threads=threads, n_batch=512,
+              verbose=False)
+  ids = _prompt_ids(Tokenizer(read_checkpoint(path).tokenizer), 1, prompt)[0]
 
   def prefill():
     llm.reset()
