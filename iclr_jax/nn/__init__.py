@@ -1,6 +1,8 @@
 """Flax NNX modules shared by the experiments."""
 
 from iclr_jax.nn.attention import ATTENTION_FNS, dot_product_attention, get_attention_fn, rope
+from iclr_jax.nn.classifier import ConvClassifier, MLPClassifier
 from iclr_jax.nn.transformer import DecoderLM
 
-__all__ = ["ATTENTION_FNS", "DecoderLM", "dot_product_attention", "get_attention_fn", "rope"]
+__all__ = ["ATTENTION_FNS", "ConvClassifier", "DecoderLM", "MLPClassifier",
+           "dot_product_attention", "get_attention_fn", "rope"]
