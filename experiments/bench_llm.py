@@ -5,8 +5,8 @@ Each configuration runs in its own subprocess (so its peak RSS is its own): ours
 --dtypes × --batches × --prompts, llama.cpp at batch 1 (its Python API decodes one
 sequence). Prefill tokens/s = batch · prompt / (time of a prefill + first token); decode
 tokens/s = batch · new / (time of new more tokens: for ours the difference between a run
-with new + 1 tokens and one with 1, for llama.cpp its token-by-token `eval` loop after the
-prefill), stop tokens ignored; median of repeats after a compiling / warm-up run.
+with new + 1 tokens and one with 1 at the same cache capacity, for llama.cpp its
+token-by-token `eval` loop after the prefill), stop tokens ignored; median of repeats after a compiling / warm-up run.
 
   python experiments/bench_llm.py [--dtypes=float32,bfloat16 --batches=1,8,32
       --prompts=128,1024 --new_tokens=64 --repeats=2]
@@ -58,10 +58,21 @@ def _median(fn, repeats: int) -> float:
 
 
 def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
+  """Times `nn.functional.decode`, the function `generate_ids` runs, with one cache capacity
+  for the 1-token and the (new+1)-token run, so their difference is the decode loop alone
+  (with `generate_ids` the capacities differ and so do the prefills)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
   from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
+  from iclr_jax.nn.functional import decode  # pylint: disable=import-outside-toplevel
   lm = load_pretrained(dtype=dtype)
-  ids = _prompt_ids(lm.tokenizer, batch, prompt)
-  gen = lambda n: lm.generate_ids(ids, max_new_tokens=n, stop_ids=())  # noqa: E731
+  tokens = jax.numpy.asarray(np.array(_prompt_ids(lm.tokenizer, batch, prompt), np.int32))
+  lengths = jax.numpy.full((batch,), prompt, jax.numpy.int32)
+  capacity = -(-(prompt + new + 1) // 64) * 64
+  run = jax.jit(lambda params, n: decode(  # noqa: E731
+      lm.functions, params, tokens, lengths, jax.random.key(0), max_new_tokens=n,
+      capacity=capacity, temperature=0.0, cache_dtype=lm.dtype), static_argnums=1)
+  gen = lambda n: jax.block_until_ready(run(lm.params, n))  # noqa: E731
   t1 = _median(lambda: gen(1), repeats)
   tn = _median(lambda: gen(new + 1), repeats)
   return {"impl": "iclr_jax", "dtype": dtype, "batch": batch, "prompt": prompt,
