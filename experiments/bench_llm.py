@@ -6,7 +6,8 @@ Each configuration runs in its own subprocess (so its peak RSS is its own): ours
 sequence). Prefill tokens/s = batch · prompt / (time of a prefill + first token); decode
 tokens/s = batch · new / (time of new more tokens: for ours the difference between a run
 with new + 1 tokens and one with 1 at the same cache capacity, for llama.cpp its
-token-by-token `eval` loop after the prefill), stop tokens ignored; median of repeats after a compiling / warm-up run.
+token-by-token `eval` loop after the prefill), stop tokens ignored; median of repeats after
+a compiling / warm-up run.
 
   python experiments/bench_llm.py [--dtypes=float32,bfloat16 --batches=1,8,32
       --prompts=128,1024 --new_tokens=64 --repeats=2]
