@@ -14,6 +14,8 @@ from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.merging import merging_noise, nets
 from tests.recipes.config_files import smoke_config
 
+_loss, _shift = nets._loss, nets._shift  # pylint: disable=protected-access
+
 
 def test_group_training_equals_optax_per_network(rng):
   fns, _ = nets.classifier("mlp_ln", image_shape=(4, 4, 1), num_classes=3, mlp_hidden=(8,),
@@ -34,7 +36,7 @@ def test_group_training_equals_optax_per_network(rng):
     for e in range(2):  # the same order: permutation of fold_in(key, epoch), 2 full batches
       order = jax.random.permutation(jax.random.fold_in(keys[i], e), 40)[:32].reshape(2, 16)
       for idx in order:
-        g = jax.grad(nets._loss, argnums=1)(fns, p, images[idx], labels[idx])  # pylint: disable=protected-access
+        g = jax.grad(_loss, argnums=1)(fns, p, images[idx], labels[idx])
         updates, state = opt.update(g, state, p)
         p = optax.apply_updates(p, updates)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
@@ -43,10 +45,10 @@ def test_group_training_equals_optax_per_network(rng):
 
 def test_shift_moves_the_image_by_at_most_k_pixels(rng):
   image = jnp.asarray(rng.uniform(size=(6, 7, 1)), jnp.float32)
-  np.testing.assert_array_equal(nets._shift(image, jax.random.key(0), 0, 2), image)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(_shift(image, jax.random.key(0), 0, 2), image)
   seen = set()
   for s in range(30):
-    out = np.asarray(nets._shift(image, jax.random.key(s), 1, 3))  # pylint: disable=protected-access
+    out = np.asarray(_shift(image, jax.random.key(s), 1, 3))
     matches = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)
                if np.array_equal(out, _zero_filled_shift(np.asarray(image), dy, dx))]
     assert len(matches) == 1

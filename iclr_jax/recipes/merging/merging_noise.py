@@ -15,8 +15,9 @@ the whole schedule at the base setting, merged with and without `weight_matching
 
 Outputs in the workdir: results.jsonl (one unit = model × knob; a killed run resumes after
 the last finished unit), table.md / table.json (means ± std over seeds), summary.json (per
-model: where the gain peaks, whether that is inside the swept range, how well one curve in
-log S̃ fits every knob) and gain_vs_noise.png.
+model and knob: where the gain peaks, whether inside the swept range and by how many
+standard errors above both ends; per pair of knobs: their gains at equal S̃) and
+gain_vs_noise.png.
 """
 
 from __future__ import annotations
@@ -197,5 +198,5 @@ def train_and_evaluate(config, workdir: str):
   summary["unit_seconds_total"] = float(sum(
       {(r["model"], r["knob"]): r["unit_seconds"] for r in study.rows}.values()))
   write_json(workdir, "summary.json", summary)
-  return {m: {k: s[k] for k in ("best_x", "best_gain", "best_inside_range")}
-          for m, v in summary["models"].items() for s in [v["s_tilde"]] if s}
+  return {m: {f"{k}_peak_s_tilde": p["best_x"] for k, p in v["s_tilde"]["knobs"].items()}
+          for m, v in summary["models"].items()}

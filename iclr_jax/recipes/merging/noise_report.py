@@ -17,49 +17,59 @@ COLOURS = {"lr": "C0", "batch_size": "C1", "momentum": "C2", "weight_decay": "C3
            "augment": "C4"}
 
 
-def _r2(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> float:
-  """R² of quadratics in x fitted to y (one per group when groups is given)."""
-  resid = []
-  for g in (np.unique(groups) if groups is not None else [None]):
-    m = np.ones_like(x, bool) if g is None else groups == g
-    deg = min(2, len(np.unique(x[m])) - 1)
-    coef = np.polyfit(x[m], y[m], deg)
-    resid.append(y[m] - np.polyval(coef, x[m]))
-  resid = np.concatenate(resid)
-  return float(1.0 - np.sum(resid ** 2) / np.sum((y - y.mean()) ** 2))
+def knob_curves(rows: Sequence[dict], x_key: str, knobs: Sequence[str],
+                base: dict) -> dict[str, list]:
+  """{knob: [{x, gain, se, n, base}] sorted by x}: the gain (vs the children's mean) over
+  seeds at each value of each knob, its standard error std / √n, and whether the value is
+  the base setting's."""
+  out = {}
+  for knob in knobs:
+    sel = [r for r in rows if r["knob"] == knob and not r["diverged"] and x_key in r]
+    if sel:
+      agg = mean_std(sel, by=("value",), metrics=(x_key, "gain_mean"))
+      out[knob] = sorted(({"x": r[x_key], "gain": r["gain_mean"], "n": r["seeds"],
+                           "se": r["gain_mean_std"] / np.sqrt(r["seeds"]),
+                           "base": r["value"] == base[knob]} for r in agg),
+                         key=lambda p: p["x"])
+  return out
 
 
-def shape_summary(rows: Sequence[dict], *, x_key: str, knobs: Sequence[str]) -> dict:
-  """Where the merge gain (vs the children's mean) peaks along log10 x, whether inside the
-  swept range, the pooled quadratic's curvature and vertex (per seed too), and the R² of one
-  pooled quadratic vs one per knob (close values: the knobs collapse onto one curve)."""
-  rows = [r for r in rows if r["knob"] in knobs and not r["diverged"] and x_key in r]
-  if len(rows) < 4:
-    return {}
-  x = np.log10([r[x_key] for r in rows])
-  y = np.array([r["gain_mean"] for r in rows])
-  knob = np.array([r["knob"] for r in rows])
-  means = mean_std(rows, by=("knob", "value"), metrics=(x_key, "gain_mean"), std=False)
-  best = max(means, key=lambda r: r["gain_mean"])
-  xs = sorted(r[x_key] for r in means)
-  coef = np.polyfit(x, y, 2)
-  per_seed = []
-  for s in sorted({r["seed"] for r in rows}):
-    m = np.array([r["seed"] == s for r in rows])
-    c = np.polyfit(x[m], y[m], 2)
-    per_seed.append({"seed": int(s), "curvature": float(c[0]),
-                     "vertex": float(10 ** (-c[1] / (2 * c[0])))})
-  return {
-      "x": x_key, "points": len(rows), "best_knob": best["knob"], "best_value": best["value"],
-      "best_x": float(best[x_key]), "best_gain": float(best["gain_mean"]),
-      "best_inside_range": bool(xs[0] < best[x_key] < xs[-1]),
-      "gain_at_smallest_x": float(min(means, key=lambda r: r[x_key])["gain_mean"]),
-      "gain_at_largest_x": float(max(means, key=lambda r: r[x_key])["gain_mean"]),
-      "quadratic_curvature": float(coef[0]),
-      "quadratic_vertex": float(10 ** (-coef[1] / (2 * coef[0]))),
-      "per_seed": per_seed,
-      "r2_pooled": _r2(x, y), "r2_per_knob": _r2(x, y, knob),
-  }
+def _peak(points: list[dict]) -> dict:
+  """The knob's best value and how far its gain stands above both ends of the sweep, in
+  standard errors (z of the difference; 0 when the peak is an end)."""
+  i = int(np.argmax([p["gain"] for p in points]))
+  best = points[i]
+  ends = [points[0], points[-1]]
+  z = min((best["gain"] - e["gain"]) / max(np.hypot(best["se"], e["se"]), 1e-12)
+          for e in ends)
+  return {"best_x": best["x"], "best_gain": best["gain"],
+          "inside": 0 < i < len(points) - 1, "z_above_ends": float(z),
+          "gain_at_ends": [points[0]["gain"], points[-1]["gain"]]}
+
+
+def shape_summary(rows: Sequence[dict], *, x_key: str, knobs: Sequence[str],
+                  base: dict) -> dict:
+  """Per knob: where the gain peaks along x and whether inside the swept range (an inverted
+  U when inside and well above both ends); per pair of knobs: at the x values both reach
+  (other than the shared base setting), the mean |difference| of their gains beside the
+  mean standard error of that difference (collapse onto one curve: difference ≈ error)."""
+  curves = knob_curves(rows, x_key, knobs, base)
+  out = {"x": x_key, "knobs": {k: _peak(v) for k, v in curves.items() if len(v) >= 3}}
+  pairs = {}
+  names = sorted(curves)
+  for i, a in enumerate(names):
+    for b in names[i + 1:]:
+      matched = [(p, q) for p in curves[a] for q in curves[b]
+                 if np.isclose(p["x"], q["x"], rtol=1e-6) and not (p["base"] and q["base"])]
+      if matched:
+        pairs[f"{a}~{b}"] = {
+            "points": len(matched),
+            "mean_abs_difference": float(np.mean([abs(p["gain"] - q["gain"])
+                                                  for p, q in matched])),
+            "mean_se_of_difference": float(np.mean([np.hypot(p["se"], q["se"])
+                                                    for p, q in matched]))}
+  out["matched_pairs"] = pairs
+  return out
 
 
 def _derived(row: dict) -> dict:
@@ -138,8 +148,9 @@ def write(workdir: str, rows: Sequence[dict], config) -> dict:
                          metrics=("acc_ends", "acc_merged", "gain_mean", "barrier"))
              for k in ("independent", "independent_aligned")}
     summary["models"][m] = {
-        "s_tilde": shape_summary(mine, x_key="s_tilde", knobs=S_KNOBS),
-        "s_eff": shape_summary(mine, x_key="s_eff", knobs=tuple(COLOURS)),
+        "s_tilde": shape_summary(mine, x_key="s_tilde", knobs=S_KNOBS, base=dict(config.base)),
+        "s_eff": shape_summary(mine, x_key="s_eff", knobs=tuple(COLOURS),
+                               base=dict(config.base)),
         "diverged_runs": sum(r["diverged"] for r in mine),
         **{k: v[0] for k, v in indep.items() if v},
     }
