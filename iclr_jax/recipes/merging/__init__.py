@@ -1,0 +1,1 @@
+"""Model-merging experiments: merging success against the effective noise scale."""

@@ -145,13 +145,9 @@ def _independent(config, fns, spec, data) -> list[dict]:
     perms = merging.weight_matching(pa, pb, spec, key=jax.random.key(s))
     aligned.append(merging.apply_permutation(pb, spec, perms))
   aligned = jax.tree.map(lambda *xs: jnp.stack(xs), *aligned)
-  cfg = config.copy_and_resolve_references()
-  cfg.seeds = seeds
-  rows = []
-  for name, other in (("independent", b), ("independent_aligned", aligned)):
-    for r in _pair_rows(cfg, fns, data, a, other, settings):
-      rows.append(dict(r, knob=name))
-  return rows
+  return [dict(r, knob=name)
+          for name, other in (("independent", b), ("independent_aligned", aligned))
+          for r in _pair_rows(config, fns, data, a, other, settings)]
 
 
 def _run_unit(config, data, model: str, knob: str) -> list[dict]:

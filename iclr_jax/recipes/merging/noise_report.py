@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import matplotlib.ticker
 import numpy as np
 
 from iclr_jax.train.loop import write_json
@@ -126,10 +127,11 @@ def plot(path: str, rows: Sequence[dict], models: Sequence[str]) -> None:
                       yerr=[r[y_key + "_std"] for r in agg], color=colour, marker="o",
                       ms=3, capsize=2, label=knob)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.axhline(0.0, color="grey", lw=0.5)
         ax.set_title(f"{model}: {title}", fontsize=9)
         ax.set_xlabel("S̃ = η / (B (1 − μ))" if x_key == "s_tilde" else "S̃ · tr Σ")
-        if j == 0 and i == 0:
+        if j == 0 and i in (0, len(panels) - 1):
           ax.legend(fontsize=7)
 
 
