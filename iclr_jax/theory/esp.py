@@ -145,10 +145,14 @@ def _greedy_order(arcs: np.ndarray, n: int) -> list[int]:
 
 
 def forward_arcs(edges, order: Sequence[int]) -> int:
-  """The number of arcs (u, v) with u before v in `order` (an acyclic subgraph's size)."""
-  rank = np.empty(len(order), np.int64)
-  rank[np.asarray(order)] = np.arange(len(order))
-  arcs = np.asarray(edges)
+  """The number of arcs (u, v) with u before v in `order`, a permutation of the vertices
+  0..n−1 (those arcs form an acyclic subgraph)."""
+  order = np.asarray(order)
+  if sorted(order.tolist()) != list(range(order.size)):
+    raise ValueError(f"order must be a permutation of 0..n-1, got {order.tolist()}")
+  arcs = check_digraph(edges, order.size)
+  rank = np.empty(order.size, np.int64)
+  rank[order] = np.arange(order.size)
   return int(np.sum(rank[arcs[:, 0]] < rank[arcs[:, 1]]))
 
 

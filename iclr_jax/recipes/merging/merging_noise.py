@@ -117,7 +117,7 @@ def _pair_rows(config, fns, data, a, b, settings, *, trace=None, train_loss=None
     row["s_tilde_sq"] = float(merging.effective_noise_scale(
         s["lr"], s["batch_size"], s["momentum"], exponent=2))
     if trace is not None:
-      row.update(trace_sigma=float(trace[i % trace.shape[0]]),
+      row.update(trace_sigma=float(trace[i]),
                  train_loss=float(np.mean(train_loss[[i, i + acc_a.shape[0]]])))
       row["s_eff"] = row["s_tilde"] * row["trace_sigma"]
     rows.append(row)

@@ -125,14 +125,17 @@ def train(fns: ModelFunctions, params, velocity, hyper: Hyper, keys, images, lab
   return params, velocity, losses[-1]
 
 
+def _scores(fns: ModelFunctions, params, images, labels):
+  """(accuracy, mean cross-entropy) of one network."""
+  logits = fns.apply(params, images)
+  loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+  return jnp.mean(jnp.argmax(logits, -1) == labels), loss
+
+
 @functools.partial(jax.jit, static_argnames=("fns",))
 def evaluate(fns: ModelFunctions, params, images, labels):
   """(accuracy [nets], mean cross-entropy [nets]) of stacked networks on a test set."""
-  def one(p):
-    logits = fns.apply(p, images)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-    return jnp.mean(jnp.argmax(logits, -1) == labels), loss
-  return jax.lax.map(one, params)
+  return jax.lax.map(lambda p: _scores(fns, p, images, labels), params)
 
 
 @functools.partial(jax.jit, static_argnames=("fns",))
@@ -141,10 +144,7 @@ def merge_pairs(fns: ModelFunctions, params_a, params_b, alphas, images, labels)
   barrier over `alphas` (`merging.loss_barrier`)."""
   def one(pair):
     a, b = pair
-    mid = merging.interpolate(a, b, alpha=0.5)
-    logits = fns.apply(mid, images)
-    acc = jnp.mean(jnp.argmax(logits, -1) == labels)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    acc, loss = _scores(fns, merging.interpolate(a, b, alpha=0.5), images, labels)
     barrier = merging.loss_barrier(lambda p: _loss(fns, p, images, labels), a, b,
                                    alphas=alphas).barrier
     return acc, loss, barrier
