@@ -71,11 +71,13 @@ def esp_dataset(edges, num_vertices: int, *, two_hop: bool = False
   return tokens.astype(np.int32), targets.astype(np.int32)
 
 
+_POPCOUNT_10 = np.array([bin(i).count("1") for i in range(1 << 10)], np.int64)
+
+
 def _popcount(x: np.ndarray) -> np.ndarray:
-  table = np.array([bin(i).count("1") for i in range(1 << 10)], np.int64)
   out = np.zeros(x.shape, np.int64)
   while np.any(x):
-    out += table[x & 1023]
+    out += _POPCOUNT_10[x & 1023]
     x = x >> 10
   return out
 
