@@ -12,6 +12,8 @@ position's output is read, so only its query is computed.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -22,11 +24,14 @@ from iclr_jax.errors import ArgumentError
 class AttentionOnly(nnx.Module):
   """Parameters: embed [vocab, dim], pos [seq_len, dim], query / key / value [heads, dim,
   head_dim], out [heads, head_dim, dim], unembed [dim, vocab] when not tied, norms and an
-  FFN (dim -> ffn_hidden -> dim, ReLU) when asked."""
+  FFN (dim -> ffn_hidden -> dim, ReLU) when asked. `norm_bias=False` drops the LayerNorms'
+  bias: the final norm is then a positive rescaling of a linear map of y, so the argmax of
+  the logits is that of a linear readout (the model of the one-head bound)."""
 
   def __init__(self, vocab_size: int, dim: int, num_heads: int, *, seq_len: int,
                head_dim: int | None = None, ffn_hidden: int = 0, layernorm: bool = True,
-               residual: bool = True, tie_embeddings: bool = True, rngs: nnx.Rngs):
+               norm_bias: bool = True, residual: bool = True, tie_embeddings: bool = True,
+               rngs: nnx.Rngs):
     if min(vocab_size, dim, num_heads, seq_len) < 1:
       raise ArgumentError("dim", f"sizes must be >= 1, got vocab_size={vocab_size}, "
                                  f"{{}}={dim}, num_heads={num_heads}, seq_len={seq_len}")
@@ -40,9 +45,10 @@ class AttentionOnly(nnx.Module):
     self.out = nnx.Param(nnx.initializers.normal(head_dim ** -0.5)(
         rngs.params(), (num_heads, head_dim, dim)))
     self.unembed = None if tie_embeddings else nnx.Param(init(rngs.params(), (dim, vocab_size)))
-    self.norm = nnx.LayerNorm(dim, rngs=rngs) if layernorm else None
-    self.final_norm = nnx.LayerNorm(dim, rngs=rngs) if layernorm else None
-    self.ffn_norm = nnx.LayerNorm(dim, rngs=rngs) if layernorm and ffn_hidden else None
+    norm = functools.partial(nnx.LayerNorm, dim, use_bias=norm_bias, rngs=rngs)
+    self.norm = norm() if layernorm else None
+    self.final_norm = norm() if layernorm else None
+    self.ffn_norm = norm() if layernorm and ffn_hidden else None
     self.ffn_in = nnx.Linear(dim, ffn_hidden, rngs=rngs) if ffn_hidden else None
     self.ffn_out = nnx.Linear(ffn_hidden, dim, rngs=rngs) if ffn_hidden else None
     self.residual = residual

@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "cwpo": "iclr_jax.recipes.rl.cwpo:train_and_evaluate",
     "duo": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "duo_pp": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
+    "endpoint_selection": "iclr_jax.recipes.theory.endpoint_selection:train_and_evaluate",
     "gvpo_coder": "iclr_jax.recipes.rl.gvpo_coder:train_and_evaluate",
     "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",

@@ -1,0 +1,1 @@
+"""Theory experiments: the Endpoint Selection Problem trained against its bound."""
