@@ -1,0 +1,70 @@
+"""Small differentiable simulators with contact, written as pure JAX step functions (the Part I
+tasks of the differentiable-simulator gradient studies and a stiff-contact control task).
+
+Each step is semi-implicit Euler (v ← v + h a, x ← x + h v). Contact is a regime switch
+(`jnp.where`), so `jax.grad` gives the gradient of the active regime: exact where the dynamics
+are smooth, blind to the switch itself; that is the bias the estimators in `iclr_jax.pgest`
+are about.
+
+- `ball_with_wall(angle)`: a ball launched at speed v₀ and `angle` over flat ground, with a
+  wall of height h at distance d: it lands at x_T = v₀² sin 2θ / g unless it is still below
+  the wall's top when it reaches the wall, then it stops at x = d. Discontinuous in θ.
+- `spring_wall_step`: a 1-D mass between walls at |x| = 1; inside, the control force u acts;
+  beyond a wall a spring-damper (stiffness k, damping c) pushes back (and u still acts).
+  Stiff k makes the cost landscape nearly discontinuous ("pushing" soft vs hard).
+- `friction_step`: block 1 is pushed by u; block 2 is dragged by Coulomb-like friction
+  clip(μ (v₁ − v₂), −μ v_s, μ v_s) while the two overlap (|x₂ − x₁| < width).
+- `pendulum_wall_step`: a damped pendulum (angle from hanging down) with a stiff wall at
+  angle φ_w: beyond it a spring-damper contact force; torque u.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def ball_with_wall(angle, *, speed: float = 1.0, wall_distance: float = 0.06,
+                   wall_height: float = 0.02, gravity: float = 9.81):
+  """Landing distance (scalar) of a ball launched at `angle` (radians, scalar)."""
+  free = speed ** 2 * jnp.sin(2 * angle) / gravity
+  height_at_wall = (jnp.tan(angle) * wall_distance
+                    - 0.5 * gravity * wall_distance ** 2 / (speed * jnp.cos(angle)) ** 2)
+  blocked = (free > wall_distance) & (height_at_wall <= wall_height)
+  return jnp.where(blocked, wall_distance, free)
+
+
+def spring_wall_step(state, u, *, stiffness: float, damping: float, mass: float = 0.1,
+                     dt: float = 0.005):
+  """state [2] = (x, v), u [1] -> next state."""
+  x, v = state[0], state[1]
+  outside = jnp.abs(x) > 1.0
+  contact = -stiffness * (x - jnp.sign(x)) - damping * v
+  force = jnp.where(outside, contact, 0.0) + u[0]
+  v = v + dt / mass * force
+  return jnp.stack([x + dt * v, v])
+
+
+def friction_step(state, u, *, mu: float = 1.8, slip_speed: float = 0.1, mass: float = 0.1,
+                  width: float = 0.1, dt: float = 0.005):
+  """state [4] = (x₁, x₂, v₁, v₂), u [1] -> next state."""
+  x1, x2, v1, v2 = state
+  touching = jnp.abs(x2 - x1) < width
+  drag = jnp.where(touching, jnp.clip(mu * (v1 - v2), -mu * slip_speed, mu * slip_speed), 0.0)
+  v1 = v1 + dt / mass * (u[0] - drag)
+  v2 = v2 + dt / mass * drag
+  return jnp.stack([x1 + dt * v1, x2 + dt * v2, v1, v2])
+
+
+def pendulum_wall_step(state, u, *, wall_angle: float = 1.0, stiffness: float = 2000.0,
+                       damping: float = 0.1, contact_damping: float = 5.0,
+                       gravity: float = 9.81, length: float = 1.0, mass: float = 1.0,
+                       max_torque: float = 5.0, dt: float = 0.02):
+  """state [2] = (φ, ω) with φ = 0 hanging down, u [1] (clipped to ±max_torque) -> next."""
+  phi, omega = state[0], state[1]
+  pen = phi - wall_angle
+  contact = jnp.where(pen > 0, -stiffness * pen - contact_damping * omega, 0.0)
+  torque = jnp.clip(u[0], -max_torque, max_torque)
+  acc = (-gravity / length * jnp.sin(phi) - damping * omega
+         + (torque + contact) / (mass * length ** 2))
+  omega = omega + dt * acc
+  return jnp.stack([phi + dt * omega, omega])

@@ -1,0 +1,89 @@
+"""Part I optimisation tasks as objectives f: R^d -> R over a decision vector θ, with the
+settings of Suh et al.'s examples (costs to minimise).
+
+- 'ball_with_wall' (d = 1): θ = launch angle, f = −x_T² (throw as far as possible); start 0.1.
+- 'pushing_soft' / 'pushing_hard' (d = T = 200): θ = the force sequence of `spring_wall_step`
+  (k = 100 / 4000, damping 1% / 0.1% of k, dt 0.005) from x = 0 at speed 12; quadratic cost
+  Σ_t eᵀ Q e + R u² + terminal, e = state − 0, Q = diag(10, 0.1), R = 1; start u = 0.
+- 'friction' (d = T = 400): θ = the push on block 1 of `friction_step` (μ 1.8, v_s 0.1);
+  drive both blocks from 0 to x = 2, Q = diag(0.1, 10, 0.1, 0.1), R = 1; start u = 0.
+
+`trajectory_cost(step, x0, goal, Q, R, Qd, horizon, action_dim)` builds the open-loop
+objective of any step function the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iclr_jax.envs import contact
+
+
+class Task(NamedTuple):
+  """objective: θ [d] -> scalar cost; theta0 [d]: the start of the optimisation."""
+  objective: Callable[[jax.Array], jax.Array]
+  theta0: np.ndarray
+
+
+def trajectory_cost(step: Callable, x0, goal, q, r, q_final, *, horizon: int,
+                    action_dim: int) -> Callable[[jax.Array], jax.Array]:
+  """f(u [T · m]) = Σ_{t<T} (e_tᵀ Q e_t + u_tᵀ R u_t) + e_Tᵀ Q_d e_T, e_t = x_t − goal, the
+  states rolled out by `step(x, u)` from x0."""
+  consts = tuple(np.asarray(a, np.float64) for a in (x0, goal, q, r, q_final))
+
+  def objective(theta):
+    if theta.shape != (horizon * action_dim,):
+      raise ValueError(f"theta must be [{horizon * action_dim}], got {theta.shape}")
+    x0, goal, q, r, q_final = (jnp.asarray(a, theta.dtype) for a in consts)
+    u = theta.reshape(horizon, action_dim)
+
+    def body(x, u_t):
+      e = x - goal
+      return step(x, u_t), e @ q @ e + u_t @ r @ u_t
+    x_final, costs = jax.lax.scan(body, x0, u)
+    e = x_final - goal
+    return jnp.sum(costs) + e @ q_final @ e
+
+  return objective
+
+
+def _pushing(stiffness: float, damping_ratio: float) -> Task:
+  step = functools.partial(contact.spring_wall_step, stiffness=stiffness,
+                           damping=damping_ratio * stiffness)
+  q = np.diag([10.0, 0.1])
+  f = trajectory_cost(step, [0.0, 12.0], [0.0, 0.0], q, np.eye(1), q, horizon=200,
+                      action_dim=1)
+  return Task(f, np.zeros(200, np.float32))
+
+
+def _friction() -> Task:
+  q = np.diag([0.1, 10.0, 0.1, 0.1])
+  f = trajectory_cost(contact.friction_step, np.zeros(4), [2.0, 2.0, 0.0, 0.0], q, np.eye(1),
+                      q, horizon=400, action_dim=1)
+  return Task(f, np.zeros(400, np.float32))
+
+
+def _ball() -> Task:
+  return Task(lambda theta: -contact.ball_with_wall(theta[0]) ** 2,
+              np.array([0.1], np.float32))
+
+
+TASKS: dict[str, Callable[[], Task]] = {
+    "ball_with_wall": _ball,
+    "pushing_soft": functools.partial(_pushing, 100.0, 0.01),
+    "pushing_hard": functools.partial(_pushing, 4000.0, 0.001),
+    "friction": _friction,
+}
+
+
+def make_task(name: str) -> Task:
+  """The task `name` (one of `TASKS`)."""
+  if name not in TASKS:
+    raise ValueError(f"task must be one of {sorted(TASKS)}, got {name!r}")
+  return TASKS[name]()

@@ -1,0 +1,77 @@
+"""The simulators: closed forms where they exist (the ball's flight), and autodiff gradients
+equal to float64 central differences where the dynamics are smooth (no regime switch within
+the step)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclr_jax import envs
+
+
+def _directional_check(f, theta, rng, *, h=1e-6, rtol=1e-5, directions=3):
+  with jax.enable_x64():
+    theta = jnp.asarray(theta, jnp.float64)
+    grad = jax.grad(f)(theta)
+    for _ in range(directions):
+      v = jnp.asarray(rng.normal(size=theta.shape))
+      fd = (f(theta + h * v) - f(theta - h * v)) / (2 * h)
+      np.testing.assert_allclose(grad @ v, fd, rtol=rtol, atol=1e-6 * abs(float(fd)) + 1e-9)
+
+
+def test_ball_with_wall_flight_and_jump():
+  g = 9.81
+  with jax.enable_x64():
+    for angle in (0.1, 0.8):  # short of the wall / over it: x = sin(2θ)/g
+      x = envs.ball_with_wall(jnp.float64(angle))
+      np.testing.assert_allclose(x, np.sin(2 * angle) / g, rtol=1e-12)
+      np.testing.assert_allclose(jax.grad(envs.ball_with_wall)(jnp.float64(angle)),
+                                 2 * np.cos(2 * angle) / g, rtol=1e-10)
+    # Between them it hits the wall and stops there, with zero gradient.
+    np.testing.assert_allclose(envs.ball_with_wall(jnp.float64(0.5)), 0.06)
+    assert float(jax.grad(envs.ball_with_wall)(jnp.float64(0.5))) == 0.0
+    # The jump where the ball first clears the wall (height 0.02 at distance 0.06).
+    angles = np.linspace(0.6, 0.8, 20001)
+    xs = np.asarray(jax.vmap(envs.ball_with_wall)(jnp.asarray(angles)))
+    i = int(np.argmax(np.diff(xs)))
+    assert xs[i] == pytest.approx(0.06) and xs[i + 1] > 0.09
+    theta = angles[i + 1]
+    height = np.tan(theta) * 0.06 - 0.5 * g * 0.06 ** 2 / np.cos(theta) ** 2
+    assert height == pytest.approx(0.02, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["pushing_soft", "pushing_hard", "friction"])
+def test_trajectory_costs_have_the_finite_difference_gradient(rng, name):
+  task = envs.make_task(name)
+  theta = task.theta0 + rng.normal(size=task.theta0.shape)
+  _directional_check(task.objective, theta, rng, rtol=1e-4)
+
+
+def test_pendulum_wall_rollout_has_the_finite_difference_gradient(rng):
+  step = functools.partial(envs.pendulum_wall_step, stiffness=500.0, wall_angle=0.3)
+
+  def final_angle(u):
+    def body(s, u_t):
+      s = step(s, u_t[None])
+      return s, s[0]
+    _, phis = jax.lax.scan(body, jnp.zeros(2, u.dtype), u)
+    return jnp.sum(phis ** 2)
+
+  _directional_check(final_angle, 3.5 + rng.uniform(size=40), rng, rtol=1e-4)
+  with jax.enable_x64():  # it does touch the wall on this control
+    s = jnp.zeros(2)
+    peak = 0.0
+    for u in 4.0 + np.zeros(40):
+      s = step(s, jnp.array([u]))
+      peak = max(peak, float(s[0]))
+    assert peak > 0.3
+
+
+def test_bad_task_and_theta_are_named():
+  with pytest.raises(ValueError, match="task must be one of"):
+    envs.make_task("tennis_x")
+  with pytest.raises(ValueError, match=r"theta must be \[200\], got \(3,\)"):
+    envs.make_task("pushing_soft").objective(jnp.zeros(3))
