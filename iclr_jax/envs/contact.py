@@ -14,12 +14,17 @@ are about.
   Stiff k makes the cost landscape nearly discontinuous ("pushing" soft vs hard).
 - `friction_step`: block 1 is pushed by u; block 2 is dragged by Coulomb-like friction
   clip(μ (v₁ − v₂), −μ v_s, μ v_s) while the two overlap (|x₂ − x₁| < width).
+- `tennis_step`: a ball (no gravity, velocity damping) and a velocity-controlled paddle
+  (x, y, angle); the paddle is a stadium (a segment of width w swept by radius r + ball
+  radius), and the contact force is the softplus penalty (k/κ) log(1 + e^{−κ d}) along the
+  normal at signed distance d: smooth for finite κ, stiffer as κ grows.
 - `pendulum_wall_step`: a damped pendulum (angle from hanging down) with a stiff wall at
   angle φ_w: beyond it a spring-damper contact force; torque u.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 
@@ -68,3 +73,22 @@ def pendulum_wall_step(state, u, *, wall_angle: float = 1.0, stiffness: float = 
          + (torque + contact) / (mass * length ** 2))
   omega = omega + dt * acc
   return jnp.stack([phi + dt * omega, omega])
+
+
+def tennis_step(state, u, *, stiffness: float = 1e3, kappa: float = 100.0,
+                damping: float = 0.999, pad_width: float = 0.8, pad_height: float = 0.02,
+                ball_radius: float = 0.05, dt: float = 0.05):
+  """state [7] = (ball x, y, vx, vy, paddle x, y, angle), u [3] paddle velocities -> next."""
+  ball, vel, pad = state[0:2], state[2:4], state[4:7]
+  c, s = jnp.cos(pad[2]), jnp.sin(pad[2])
+  rot = jnp.stack([jnp.stack([c, -s]), jnp.stack([s, c])])  # paddle -> world
+  p = rot.T @ (ball - pad[:2])  # the ball in the paddle's frame
+  half, radius = pad_width / 2, pad_height / 2 + ball_radius
+  centre = jnp.stack([jnp.clip(p[0], -half, half), jnp.zeros_like(p[0])])
+  offset = p - centre  # from the nearest point of the paddle's segment
+  dist_c = jnp.sqrt(jnp.sum(offset ** 2) + 1e-12)
+  dist = dist_c - radius
+  normal = offset / dist_c
+  force = stiffness / kappa * jax.nn.softplus(-kappa * dist) * normal
+  vel = damping * vel + dt * (rot @ force)
+  return jnp.concatenate([ball + dt * vel, vel, pad + dt * u])

@@ -5,6 +5,11 @@ settings of Suh et al.'s examples (costs to minimise).
 - 'pushing_soft' / 'pushing_hard' (d = T = 200): θ = the force sequence of `spring_wall_step`
   (k = 100 / 4000, damping 1% / 0.1% of k, dt 0.005) from x = 0 at speed 12; quadratic cost
   Σ_t eᵀ Q e + R u² + terminal, e = state − 0, Q = diag(10, 0.1), R = 1; start u = 0.
+- 'tennis' (d = 21): θ = the gains K [3, 7] of the linear feedback u = K x of `tennis_step`
+  (paddle velocities from the state), H = 200 steps of 0.05 s; cost: the ball's final
+  distance from (0, 2.5) (weight 100, velocity 10) and 0.1 Σ ‖u‖², averaged over a fixed
+  set of 32 initial states drawn as in Suh et al. (ball over x ∈ [−2, 2] at y ≈ 2, moving
+  towards the paddle); start K = 0.
 - 'friction' (d = T = 400): θ = the push on block 1 of `friction_step` (μ 1.8, v_s 0.1);
   drive both blocks from 0 to x = 2, Q = diag(0.1, 10, 0.1, 0.1), R = 1; start u = 0.
 
@@ -69,6 +74,39 @@ def _friction() -> Task:
   return Task(f, np.zeros(400, np.float32))
 
 
+def tennis_initial_states(num: int, key: jax.Array) -> jax.Array:
+  """[num, 7] initial states: ball x ~ U[−2, 2], y ~ N(2, 0.2²), velocity −0.2 · position
+  + N(0, 0.03²), paddle at N(0, 0.5²), N(0, 0.05²), angle N(0, 0.05²)."""
+  ku, kn = jax.random.split(key)
+  x = jax.random.uniform(ku, (num,), minval=-2.0, maxval=2.0)
+  z = jax.random.normal(kn, (num, 6))
+  y = 2.0 + 0.2 * z[:, 0]
+  return jnp.stack([x, y, -0.2 * x + 0.03 * z[:, 1], -0.2 * y + 0.03 * z[:, 2],
+                    0.5 * z[:, 3], 0.05 * z[:, 4], 0.05 * z[:, 5]], axis=1)
+
+
+def _tennis(num_initial: int = 32, horizon: int = 200) -> Task:
+  x0 = np.asarray(tennis_initial_states(num_initial, jax.random.key(0)), np.float64)
+  goal = np.array([0.0, 2.5, 0, 0, 0, 0, 0])
+  q_final = 100.0 * np.diag([1.0, 1.0, 0.1, 0.1, 0.0, 0.0, 0.0])
+
+  def objective(theta):
+    if theta.shape != (21,):
+      raise ValueError(f"theta must be [21], got {theta.shape}")
+    gains = theta.reshape(3, 7)
+
+    def one(x):
+      def body(x, _):
+        u = gains @ x
+        return contact.tennis_step(x, u), 0.1 * jnp.sum(u ** 2)
+      x_final, costs = jax.lax.scan(body, x, None, length=horizon)
+      e = x_final - jnp.asarray(goal, theta.dtype)
+      return jnp.sum(costs) + e @ jnp.asarray(q_final, theta.dtype) @ e
+    return jnp.mean(jax.vmap(one)(jnp.asarray(x0, theta.dtype)))
+
+  return Task(objective, np.zeros(21, np.float32))
+
+
 def _ball() -> Task:
   return Task(lambda theta: -contact.ball_with_wall(theta[0]) ** 2,
               np.array([0.1], np.float32))
@@ -79,6 +117,7 @@ TASKS: dict[str, Callable[[], Task]] = {
     "pushing_soft": functools.partial(_pushing, 100.0, 0.01),
     "pushing_hard": functools.partial(_pushing, 4000.0, 0.001),
     "friction": _friction,
+    "tennis": _tennis,
 }
 
 

@@ -43,7 +43,7 @@ def test_ball_with_wall_flight_and_jump():
     assert height == pytest.approx(0.02, abs=1e-5)
 
 
-@pytest.mark.parametrize("name", ["pushing_soft", "pushing_hard", "friction"])
+@pytest.mark.parametrize("name", ["pushing_soft", "pushing_hard", "friction", "tennis"])
 def test_trajectory_costs_have_the_finite_difference_gradient(rng, name):
   task = envs.make_task(name)
   theta = task.theta0 + rng.normal(size=task.theta0.shape)
@@ -75,3 +75,17 @@ def test_bad_task_and_theta_are_named():
     envs.make_task("tennis_x")
   with pytest.raises(ValueError, match=r"theta must be \[200\], got \(3,\)"):
     envs.make_task("pushing_soft").objective(jnp.zeros(3))
+
+
+def test_tennis_ball_bounces_off_the_paddle_and_the_paddle_follows_u():
+  with jax.enable_x64():
+    state = jnp.array([0.1, 0.3, 0.0, -1.0, 0.0, 0.0, 0.0])
+    vys = []
+    for _ in range(40):
+      state = envs.tennis_step(state, jnp.array([0.2, 0.0, 0.0]))
+      vys.append(float(state[3]))
+    assert min(vys) < -0.9 and vys[-1] > 0.5  # came down, went back up
+    np.testing.assert_allclose(state[4], 40 * 0.05 * 0.2, rtol=1e-12)  # x += dt u
+    # Far from the paddle the ball coasts with damping only.
+    far = envs.tennis_step(jnp.array([0.0, 2.0, 0.1, -0.2, 0.0, 0.0, 0.0]), jnp.zeros(3))
+    np.testing.assert_allclose(far[2:4], 0.999 * np.array([0.1, -0.2]), rtol=1e-9)
