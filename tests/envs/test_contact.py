@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from iclr_jax import envs
+from iclr_jax.envs import contact, contact_tasks
 
 
 def _directional_check(f, theta, rng, *, h=1e-6, rtol=1e-5, directions=3):
@@ -26,16 +26,16 @@ def test_ball_with_wall_flight_and_jump():
   g = 9.81
   with jax.enable_x64():
     for angle in (0.1, 0.8):  # short of the wall / over it: x = sin(2θ)/g
-      x = envs.ball_with_wall(jnp.float64(angle))
+      x = contact.ball_with_wall(jnp.float64(angle))
       np.testing.assert_allclose(x, np.sin(2 * angle) / g, rtol=1e-12)
-      np.testing.assert_allclose(jax.grad(envs.ball_with_wall)(jnp.float64(angle)),
+      np.testing.assert_allclose(jax.grad(contact.ball_with_wall)(jnp.float64(angle)),
                                  2 * np.cos(2 * angle) / g, rtol=1e-10)
     # Between them it hits the wall and stops there, with zero gradient.
-    np.testing.assert_allclose(envs.ball_with_wall(jnp.float64(0.5)), 0.06)
-    assert float(jax.grad(envs.ball_with_wall)(jnp.float64(0.5))) == 0.0
+    np.testing.assert_allclose(contact.ball_with_wall(jnp.float64(0.5)), 0.06)
+    assert float(jax.grad(contact.ball_with_wall)(jnp.float64(0.5))) == 0.0
     # The jump where the ball first clears the wall (height 0.02 at distance 0.06).
     angles = np.linspace(0.6, 0.8, 20001)
-    xs = np.asarray(jax.vmap(envs.ball_with_wall)(jnp.asarray(angles)))
+    xs = np.asarray(jax.vmap(contact.ball_with_wall)(jnp.asarray(angles)))
     i = int(np.argmax(np.diff(xs)))
     assert xs[i] == pytest.approx(0.06) and xs[i + 1] > 0.09
     theta = angles[i + 1]
@@ -45,13 +45,13 @@ def test_ball_with_wall_flight_and_jump():
 
 @pytest.mark.parametrize("name", ["pushing_soft", "pushing_hard", "friction", "tennis"])
 def test_trajectory_costs_have_the_finite_difference_gradient(rng, name):
-  task = envs.make_task(name)
+  task = contact_tasks.make_task(name)
   theta = task.theta0 + rng.normal(size=task.theta0.shape)
   _directional_check(task.objective, theta, rng, rtol=1e-4)
 
 
 def test_pendulum_wall_rollout_has_the_finite_difference_gradient(rng):
-  step = functools.partial(envs.pendulum_wall_step, stiffness=500.0, wall_angle=0.3)
+  step = functools.partial(contact.pendulum_wall_step, stiffness=500.0, wall_angle=0.3)
 
   def final_angle(u):
     def body(s, u_t):
@@ -72,9 +72,9 @@ def test_pendulum_wall_rollout_has_the_finite_difference_gradient(rng):
 
 def test_bad_task_and_theta_are_named():
   with pytest.raises(ValueError, match="task must be one of"):
-    envs.make_task("tennis_x")
+    contact_tasks.make_task("tennis_x")
   with pytest.raises(ValueError, match=r"theta must be \[200\], got \(3,\)"):
-    envs.make_task("pushing_soft").objective(jnp.zeros(3))
+    contact_tasks.make_task("pushing_soft").objective(jnp.zeros(3))
 
 
 def test_tennis_ball_bounces_off_the_paddle_and_the_paddle_follows_u():
@@ -82,10 +82,10 @@ def test_tennis_ball_bounces_off_the_paddle_and_the_paddle_follows_u():
     state = jnp.array([0.1, 0.3, 0.0, -1.0, 0.0, 0.0, 0.0])
     vys = []
     for _ in range(40):
-      state = envs.tennis_step(state, jnp.array([0.2, 0.0, 0.0]))
+      state = contact.tennis_step(state, jnp.array([0.2, 0.0, 0.0]))
       vys.append(float(state[3]))
     assert min(vys) < -0.9 and vys[-1] > 0.5  # came down, went back up
     np.testing.assert_allclose(state[4], 40 * 0.05 * 0.2, rtol=1e-12)  # x += dt u
     # Far from the paddle the ball coasts with damping only.
-    far = envs.tennis_step(jnp.array([0.0, 2.0, 0.1, -0.2, 0.0, 0.0, 0.0]), jnp.zeros(3))
+    far = contact.tennis_step(jnp.array([0.0, 2.0, 0.1, -0.2, 0.0, 0.0, 0.0]), jnp.zeros(3))
     np.testing.assert_allclose(far[2:4], 0.999 * np.array([0.1, -0.2]), rtol=1e-9)

@@ -8,7 +8,7 @@ settings of Suh et al.'s examples (costs to minimise).
 - 'tennis' (d = 21): θ = the gains K [3, 7] of the linear feedback u = K x of `tennis_step`
   (paddle velocities from the state), H = 200 steps of 0.05 s; cost: the ball's final
   distance from (0, 2.5) (weight 100, velocity 10) and 0.1 Σ ‖u‖², averaged over a fixed
-  set of 32 initial states drawn as in Suh et al. (ball over x ∈ [−2, 2] at y ≈ 2, moving
+  set of 8 initial states drawn as in Suh et al. (ball over x ∈ [−2, 2] at y ≈ 2, moving
   towards the paddle); start K = 0.
 - 'friction' (d = T = 400): θ = the push on block 1 of `friction_step` (μ 1.8, v_s 0.1);
   drive both blocks from 0 to x = 2, Q = diag(0.1, 10, 0.1, 0.1), R = 1; start u = 0.
@@ -85,7 +85,7 @@ def tennis_initial_states(num: int, key: jax.Array) -> jax.Array:
                     0.5 * z[:, 3], 0.05 * z[:, 4], 0.05 * z[:, 5]], axis=1)
 
 
-def _tennis(num_initial: int = 32, horizon: int = 200) -> Task:
+def _tennis(num_initial: int = 8, horizon: int = 200) -> Task:
   x0 = np.asarray(tennis_initial_states(num_initial, jax.random.key(0)), np.float64)
   goal = np.array([0.0, 2.5, 0, 0, 0, 0, 0])
   q_final = 100.0 * np.diag([1.0, 1.0, 0.1, 0.1, 0.0, 0.0, 0.0])
