@@ -18,6 +18,10 @@ are about.
   (x, y, angle); the paddle is a stadium (a segment of width w swept by radius r + ball
   radius), and the contact force is the softplus penalty (k/κ) log(1 + e^{−κ d}) along the
   normal at signed distance d: smooth for finite κ, stiffer as κ grows.
+- `juggling_step`: a ball under gravity above a paddle moved by its acceleration u; a
+  stiff spring-damper acts while the ball is below the paddle's surface. Repeated impacts
+  with a moving paddle make the ball's motion chaotic (the bouncing-ball map), so gradients
+  through many bounces grow with the horizon.
 - `pendulum_wall_step`: a damped pendulum (angle from hanging down) with a stiff wall at
   angle φ_w: beyond it a spring-damper contact force; torque u.
 """
@@ -92,3 +96,15 @@ def tennis_step(state, u, *, stiffness: float = 1e3, kappa: float = 100.0,
   force = stiffness / kappa * jax.nn.softplus(-kappa * dist) * normal
   vel = damping * vel + dt * (rot @ force)
   return jnp.concatenate([ball + dt * vel, vel, pad + dt * u])
+
+
+def juggling_step(state, u, *, stiffness: float = 2000.0, damping: float = 2.0,
+                  gravity: float = 9.81, max_accel: float = 30.0, dt: float = 0.01):
+  """state [4] = (ball height y, ball velocity, paddle height p, paddle velocity), u [1]
+  paddle acceleration (clipped to ±max_accel) -> next state (unit ball mass)."""
+  y, vy, p, vp = state
+  pen = p - y
+  contact = jnp.where(pen > 0, stiffness * pen - damping * (vy - vp), 0.0)
+  vy = vy + dt * (contact - gravity)
+  vp = vp + dt * jnp.clip(u[0], -max_accel, max_accel)
+  return jnp.stack([y + dt * vy, vy, p + dt * vp, vp])

@@ -15,6 +15,9 @@ settings of Suh et al.'s examples (costs to minimise).
 
 `trajectory_cost(step, x0, goal, Q, R, Qd, horizon, action_dim)` builds the open-loop
 objective of any step function the same way.
+
+For policy learning (Part II-style), `juggling_control()` is a closed-loop task: keep a ball
+bouncing near a target height with a paddle, through a stiff contact, from random drops.
 """
 
 from __future__ import annotations
@@ -126,3 +129,34 @@ def make_task(name: str) -> Task:
   if name not in TASKS:
     raise ValueError(f"task must be one of {sorted(TASKS)}, got {name!r}")
   return TASKS[name]()
+
+
+class ControlTask(NamedTuple):
+  """A closed-loop task: dynamics(s, u) -> s', cost(s, u) -> scalar per step,
+  initial_states(key, n) -> [n, S]; horizon T, state and action sizes."""
+  dynamics: Callable
+  cost: Callable
+  initial_states: Callable
+  horizon: int
+  state_dim: int
+  action_dim: int
+
+
+def juggling_control(*, target: float = 1.0, horizon: int = 400, damping: float = 0.2,
+                     **step_kwargs) -> ControlTask:
+  """`juggling_step` (dt 0.01, nearly elastic contact: damping 0.2) from a ball dropped at
+  y ~ U[0.5, 1.5] over a paddle at 0, for `horizon` steps (4 s: several bounces); the step
+  cost (y − target)² + p² + 0.1 v_p² + 1e-4 u² asks to keep the ball near `target` while the
+  paddle stays home: it has to bounce the ball, contact after contact. Through many bounces
+  the first-order action gradients of early steps have a large variance."""
+  step = functools.partial(contact.juggling_step, damping=damping, **step_kwargs)
+
+  def cost(s, u):
+    return (s[0] - target) ** 2 + s[2] ** 2 + 0.1 * s[3] ** 2 + 1e-4 * jnp.sum(u ** 2)
+
+  def initial_states(key, n):
+    k1, k2 = jax.random.split(key)
+    y = jax.random.uniform(k1, (n,), minval=0.5, maxval=1.5)
+    return jnp.stack([y, 0.1 * jax.random.normal(k2, (n,)), jnp.zeros(n), jnp.zeros(n)], 1)
+
+  return ControlTask(step, cost, initial_states, horizon, 4, 1)

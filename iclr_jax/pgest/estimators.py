@@ -21,7 +21,8 @@ differentiate:
   approximation of the χ² spread of v̂₁); pass → α = ᾱ, fail → α = 0.
 
 Every estimator returns a `GradEstimate`; fields an estimator does not compute are 0. All
-are pure, jit- and vmap-compatible (hyperparameters are static Python numbers).
+are pure and jit- and vmap-compatible; sigma and num_samples are static Python numbers,
+while γ and c may also be arrays (e.g. a vmapped grid; then they are not range-checked).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def _check(theta, sigma, num_samples):
   if theta.ndim != 1:
     raise ValueError(f"theta must be a vector [d], got shape {theta.shape}")
   return theta
+
+
+def _concrete(x) -> bool:
+  """Whether a hyperparameter can be checked here (a Python number; a traced one, e.g. a
+  vmapped grid, is the caller's to check)."""
+  return isinstance(x, (int, float))
 
 
 def _noise(key, theta, sigma, num_samples):
@@ -131,7 +138,7 @@ def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int
                           lipschitz: float = 10.0) -> GradEstimate:
   """Suh et al.'s AoBG with the bias bound γ (ĝ₀, ĝ₁ from separate batches of N)."""
   theta = _check(theta, sigma, num_samples)
-  if gamma <= 0 or not 0 < delta < 1:
+  if _concrete(gamma) and gamma <= 0 or not 0 < delta < 1:
     raise ValueError(f"gamma must be > 0 and delta in (0, 1), got gamma={gamma}, "
                      f"delta={delta}")
   k_first, k_zero = jax.random.split(key)
@@ -161,7 +168,7 @@ def ddcg_grad(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.A
   """DDCG: the inverse-variance AoBG where the smoothness test passes, ZoBG where it fails
   (one batch of N: values, gradients and the test share the samples)."""
   theta = _check(theta, sigma, num_samples)
-  if not 0.0 < c < 1.0:
+  if _concrete(c) and not 0.0 < c < 1.0:
     raise ValueError(f"c must lie in (0, 1), got {c}")
   if not 0.5 <= confidence < 1.0:
     raise ValueError(f"confidence must lie in [0.5, 1), got {confidence}")

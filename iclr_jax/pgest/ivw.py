@@ -17,7 +17,7 @@ IVW-H weights them per (t, a) by their variances over the actors,
 α_{t,a} = v̂₀ / (v̂₀ + v̂₁ + eps), and back-propagates G = α g₁ + (1 − α) g₀ as the cotangent
 of μ_θ(s_t): no simulator call beyond the one differentiated rollout. α = 1 everywhere gives
 the first-order (BPTT) gradient, α = 0 the likelihood-ratio one, a constant α the fixed-α
-blend.
+blend, `ivw_alpha` the single inverse-variance α of the whole rollout (IVW).
 """
 
 from __future__ import annotations
@@ -47,6 +47,14 @@ def ivw_h_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) ->
                      f"{first.shape} and {zero.shape}")
   v0 = jnp.var(zero, axis=0, ddof=1)
   v1 = jnp.var(first, axis=0, ddof=1)
+  return v0 / (v0 + v1 + eps)
+
+
+def ivw_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> jax.Array:
+  """One α for the whole rollout (plain IVW): Σ v̂₀ / (Σ v̂₀ + Σ v̂₁ + eps), the variances
+  summed over steps and action dimensions; broadcastable against [N, T, A]."""
+  v0 = jnp.sum(jnp.var(zero, axis=0, ddof=1))
+  v1 = jnp.sum(jnp.var(first, axis=0, ddof=1))
   return v0 / (v0 + v1 + eps)
 
 

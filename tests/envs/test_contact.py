@@ -89,3 +89,41 @@ def test_tennis_ball_bounces_off_the_paddle_and_the_paddle_follows_u():
     # Far from the paddle the ball coasts with damping only.
     far = contact.tennis_step(jnp.array([0.0, 2.0, 0.1, -0.2, 0.0, 0.0, 0.0]), jnp.zeros(3))
     np.testing.assert_allclose(far[2:4], 0.999 * np.array([0.1, -0.2]), rtol=1e-9)
+
+
+def test_juggling_ball_bounces_back_to_its_height_and_has_the_fd_gradient(rng):
+  step = functools.partial(contact.juggling_step, damping=0.0)
+  with jax.enable_x64():
+    state, heights, vys = jnp.array([1.0, 0.0, 0.0, 0.0]), [], []
+    for _ in range(150):  # 1.5 s: down in 0.45 s, back up at 0.9 s
+      state = step(state, jnp.zeros(1))
+      heights.append(float(state[0]))
+      vys.append(float(state[1]))
+    assert min(heights) < 0.0 < max(vys)  # it met the paddle and came back up
+    apex = max(heights[60:])
+    assert apex == pytest.approx(1.0, abs=0.03)  # elastic contact: energy kept to dt error
+
+  def loss(u):
+    def body(s, u_t):
+      s = step(s, u_t[None])
+      return s, s[0]
+    _, ys = jax.lax.scan(body, jnp.array([0.8, 0.0, 0.0, 0.0], u.dtype), u)
+    return jnp.sum(ys ** 2)
+
+  _directional_check(loss, rng.normal(size=80), rng, rtol=1e-4)
+
+
+def test_juggling_task_costs_and_rollout():
+  task = contact_tasks.juggling_control(horizon=50)
+  s = task.initial_states(jax.random.key(0), 16)
+  assert s.shape == (16, 4) and bool(jnp.all((s[:, 0] >= 0.5) & (s[:, 0] <= 1.5)))
+  np.testing.assert_array_equal(s[:, 2:], 0.0)  # the paddle starts at home, at rest
+  u = jnp.full((16, 1), 2.0)
+  np.testing.assert_allclose(jax.vmap(task.cost)(s, u), (s[:, 0] - 1.0) ** 2 + 4e-4,
+                             rtol=1e-6)
+  total = jnp.zeros(16)
+  for _ in range(task.horizon):
+    u = jnp.zeros((16, 1))
+    total += jax.vmap(task.cost)(s, u)
+    s = jax.vmap(task.dynamics)(s, u)
+  assert bool(jnp.all(jnp.isfinite(total)))

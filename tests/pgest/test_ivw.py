@@ -34,7 +34,7 @@ def linear_policy(params, s):
 PARAMS = {"w": jnp.array([[0.3], [-0.2]]), "b": jnp.array([0.1])}
 
 
-def test_alpha_equals_a_numpy_per_step_per_dimension_variance(rng):
+def test_alphas_equal_a_numpy_variance_computation(rng):
   first = rng.normal(size=(16, 5, 3)) * rng.uniform(0.1, 2.0, size=(1, 5, 3))
   zero = rng.normal(size=(16, 5, 3)) * rng.uniform(0.1, 2.0, size=(1, 5, 3))
   alpha = np.asarray(pgest.ivw_h_alpha(jnp.asarray(first), jnp.asarray(zero)))
@@ -43,6 +43,10 @@ def test_alpha_equals_a_numpy_per_step_per_dimension_variance(rng):
       v0 = np.sum((zero[:, t, a] - zero[:, t, a].mean()) ** 2) / 15
       v1 = np.sum((first[:, t, a] - first[:, t, a].mean()) ** 2) / 15
       np.testing.assert_allclose(alpha[t, a], v0 / (v0 + v1 + 1e-12), rtol=1e-5)
+  v0 = np.var(zero, axis=0, ddof=1).sum()
+  v1 = np.var(first, axis=0, ddof=1).sum()
+  np.testing.assert_allclose(pgest.ivw_alpha(jnp.asarray(first), jnp.asarray(zero)),
+                             v0 / (v0 + v1 + 1e-12), rtol=1e-5)
   g = pgest.combine(jnp.asarray(first), jnp.asarray(zero), alpha)
   np.testing.assert_allclose(g, alpha * first + (1 - alpha) * zero, rtol=1e-5)
 

@@ -1,0 +1,35 @@
+"""IVW-H against IVW, first-order (BPTT), zeroth-order (likelihood ratio) and fixed-α action
+gradients: an MLP policy that keeps a ball bouncing near 1 m with a paddle through a stiff,
+nearly elastic contact (400 steps of 0.01 s), 64 actors per iteration, Adam, 5 seeds.
+
+Run (2 CPU cores: see docs/pgest.md for the time):
+  python experiments/train.py --config=configs/pgest/ivw_control.py --workdir=runs/pgest_ivw
+Smoke (seconds):
+  python experiments/train.py --config=configs/pgest/ivw_control.py:smoke --workdir=/tmp/ivw
+"""
+
+import ml_collections
+
+from iclr_jax.recipes import common
+
+
+def get_config(arg=None):
+  smoke = common.check_arg("configs/pgest/ivw_control.py", arg)
+  c = ml_collections.ConfigDict()
+  c.experiment = "ivw_control"
+  c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed"]
+  c.fixed_alpha = 0.5
+  c.seeds = 5
+  c.actors = 64
+  c.iterations = 300
+  c.sigma = 2.0  # exploration noise of the policy (paddle acceleration, |u| <= 30)
+  c.lr = 1e-2  # Adam
+  c.hidden = 32
+  c.eval_states = 256
+  if smoke:
+    c.variants = ["ivw_h", "first"]
+    c.seeds = 2
+    c.actors = 8
+    c.iterations = 3
+    c.eval_states = 8
+  return c

@@ -1,0 +1,1 @@
+"""Policy-gradient estimator experiments on differentiable simulators."""

@@ -1,0 +1,169 @@
+"""Part II at CPU scale: policy learning on paddle juggling through a stiff contact
+(`iclr_jax.envs.contact_tasks.juggling_control`) with the action-gradient weightings of
+`iclr_jax.pgest.ivw`: IVW-H (α per step and action dimension), IVW (one α per rollout batch),
+first order (α = 1, BPTT), zeroth order (α = 0, likelihood ratio) and a fixed α.
+
+Each iteration draws `actors` initial states and action noise, rolls the stochastic policy
+u = μ_θ(s) + σ ε out once through the differentiable simulator, forms both action-gradient
+estimates, weights them and takes an Adam step on the MLP policy. Evaluation after every
+iteration: the mean loss of the stochastic policy on `eval_states` fixed initial states with
+fixed noise (the same for every variant and seed). Seeds share initialisations and draws
+across variants.
+
+Outputs in the workdir: results.jsonl (unit = variant; rows per seed), table.md,
+summary.json and ivw_control.png.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+
+from iclr_jax import pgest
+from iclr_jax.envs import contact_tasks
+from iclr_jax.errors import ConfigError
+from iclr_jax.train.loop import write_json
+from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm
+
+WEIGHTINGS = {
+    "ivw_h": lambda first, zero, c: pgest.ivw_h_alpha(first, zero),
+    "ivw": lambda first, zero, c: pgest.ivw_alpha(first, zero) * jnp.ones(first.shape[1:]),
+    "first": lambda first, zero, c: jnp.ones(first.shape[1:]),
+    "zeroth": lambda first, zero, c: jnp.zeros(first.shape[1:]),
+    "fixed": lambda first, zero, c: jnp.full(first.shape[1:], c),
+}
+
+
+def mlp_policy(params, s):
+  """μ(s) = W₂ tanh(W₁ s + b₁) + b₂."""
+  return jnp.tanh(s @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+
+
+def init_policy(key, state_dim: int, action_dim: int, hidden: int):
+  return {"w1": jax.random.normal(key, (state_dim, hidden)) / np.sqrt(state_dim),
+          "b1": jnp.zeros(hidden), "w2": jnp.zeros((hidden, action_dim)),
+          "b2": jnp.zeros(action_dim)}
+
+
+def _evaluate(task, params, states, noise, sigma):
+  g = pgest.action_gradients(mlp_policy, params, task.dynamics, task.cost, states, noise,
+                             sigma=sigma)
+  return g.costs.mean()
+
+
+@functools.partial(jax.jit, static_argnames=("variant", "actors", "iterations", "sigma",
+                                             "lr", "hidden", "fixed_alpha", "eval_states"))
+def train(seeds, *, variant, actors, iterations, sigma, lr, hidden, fixed_alpha, eval_states):
+  """Per seed: the evaluation loss after every iteration [S, iterations + 1] and the α
+  used [S, iterations, T, A]."""
+  task = contact_tasks.juggling_control()
+  ek1, ek2 = jax.random.split(jax.random.key(12345))
+  eval_s0 = task.initial_states(ek1, eval_states)
+  eval_noise = jax.random.normal(ek2, (eval_states, task.horizon, task.action_dim))
+  optimizer = optax.adam(lr)
+
+  def one_seed(seed):
+    key = jax.random.key(seed)
+    params = init_policy(jax.random.fold_in(key, 0), task.state_dim, task.action_dim, hidden)
+
+    def step(carry, k):
+      params, opt_state = carry
+      k1, k2 = jax.random.split(k)
+      s0 = task.initial_states(k1, actors)
+      noise = jax.random.normal(k2, (actors, task.horizon, task.action_dim))
+      g = pgest.action_gradients(mlp_policy, params, task.dynamics, task.cost, s0, noise,
+                                 sigma=sigma)
+      alpha = WEIGHTINGS[variant](g.first, g.zero, fixed_alpha)
+      grads = pgest.policy_gradient(mlp_policy, params, g.states,
+                                    pgest.combine(g.first, g.zero, alpha))
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+      params = optax.apply_updates(params, updates)
+      return (params, opt_state), (_evaluate(task, params, eval_s0, eval_noise, sigma), alpha)
+
+    keys = jax.random.split(jax.random.fold_in(key, 1), iterations)
+    _, (losses, alphas) = jax.lax.scan(step, (params, optimizer.init(params)), keys)
+    first = _evaluate(task, params, eval_s0, eval_noise, sigma)
+    return jnp.concatenate([first[None], losses]), alphas
+
+  return jax.vmap(one_seed)(seeds)
+
+
+def _check_config(config):
+  for v in config.variants:
+    if v not in WEIGHTINGS:
+      raise ConfigError(f"config.variants: {v!r} is not one of {sorted(WEIGHTINGS)}")
+  if config.actors < 2 or config.sigma <= 0 or config.iterations < 1 or config.seeds < 1:
+    raise ConfigError("config.actors >= 2, config.sigma > 0, config.iterations >= 1 and "
+                      "config.seeds >= 1 are required")
+  if not 0.0 <= config.fixed_alpha <= 1.0:
+    raise ConfigError(f"config.fixed_alpha must lie in [0, 1], got {config.fixed_alpha}")
+
+
+def _report(workdir, rows, config) -> dict:
+  agg = mean_std(rows, by=("variant",), metrics=("final", "best", "mean_curve", "mean_alpha"))
+  table = markdown_table(sorted(agg, key=lambda r: r["final"]),
+                         [("variant", "{variant}"), ("seeds", "{seeds}"),
+                          ("final loss", pm("final")), ("best loss", pm("best")),
+                          ("mean over training", pm("mean_curve")),
+                          ("mean α", pm("mean_alpha"))])
+  with open(os.path.join(workdir, "table.md"), "w") as f:
+    f.write(table + "\n")
+  with figure(os.path.join(workdir, "ivw_control.png"), 1, 2, figsize=(12, 4)) as (ax1, ax2):
+    for i, v in enumerate(config.variants):
+      curves = np.array([r["curve"] for r in rows if r["variant"] == v])
+      if curves.size:
+        m, s = curves.mean(0), curves.std(0)
+        ax1.plot(m, color=f"C{i}", label=v)
+        ax1.fill_between(np.arange(m.size), m - s, m + s, color=f"C{i}", alpha=0.15)
+      per_step = [r["alpha_per_step"] for r in rows if r["variant"] == v]
+      if per_step and v in ("ivw_h", "ivw"):
+        ax2.plot(np.mean(per_step, 0), color=f"C{i}", label=v)
+    ax1.set(xlabel="iteration", ylabel="evaluation loss", yscale="log",
+            title="juggling (mean ± std over seeds)")
+    ax1.legend(fontsize=8)
+    ax2.set(xlabel="time step t", ylabel="α (weight on first order)", ylim=(-0.05, 1.05),
+            title="α per step, averaged over training")
+    ax2.legend(fontsize=8)
+  best = min(agg, key=lambda r: r["final"])
+  out = {"variants": {r["variant"]: {k: r[k] for k in ("final", "final_std", "best",
+                                                         "mean_curve")} for r in agg},
+         "best_final": best["variant"]}
+  write_json(workdir, "summary.json", out)
+  return out
+
+
+def train_and_evaluate(config, workdir: str):
+  """Trains every missing variant (all seeds at once), then writes the table and figure."""
+  _check_config(config)
+  os.makedirs(workdir, exist_ok=True)
+  study = Study(workdir, key=("variant",))
+  seeds = jnp.arange(config.seeds)
+  start = time.time()
+  for v in config.variants:
+    if study.done(variant=v):
+      continue
+    t0 = time.time()
+    curves, alphas = train(seeds, variant=v, actors=config.actors,
+                           iterations=config.iterations, sigma=config.sigma, lr=config.lr,
+                           hidden=config.hidden, fixed_alpha=config.fixed_alpha,
+                           eval_states=config.eval_states)
+    curves, alphas = np.asarray(curves, np.float64), np.asarray(alphas, np.float64)
+    rows = [dict(variant=v, seed=s, curve=[float(c) for c in curves[s]],
+                 final=float(curves[s, -1]), best=float(curves[s].min()),
+                 mean_curve=float(curves[s].mean()), mean_alpha=float(alphas[s].mean()),
+                 alpha_per_step=[float(a) for a in alphas[s].mean(axis=(0, 2))],
+                 diverged=not bool(np.isfinite(curves[s]).all()),
+                 unit_seconds=time.time() - t0) for s in range(config.seeds)]
+    study.record(rows)
+    logging.info("%s: final loss %.4f (%.1f s)", v, np.mean([r["final"] for r in rows]),
+                 time.time() - t0)
+  summary = _report(workdir, study.rows, config)
+  summary["seconds_this_run"] = time.time() - start
+  return summary
