@@ -13,7 +13,7 @@ import ml_collections
 
 from iclr_jax.recipes import common
 
-GAMMAS = [1e-2, 1.0, 1e2, 1e4, 1e6, 1e8]  # Suh et al. needed 5e-3 … 1e8 across tasks
+GAMMAS = [1e-3, 1e-2, 1.0, 1e2, 1e4, 1e6, 1e8]  # Suh et al. needed 5e-3 … 1e8 across tasks
 
 
 def _task(sigma, lr, iterations, reference_samples, sample_sizes=(1000, 10), cs=None):

@@ -1,6 +1,7 @@
 """IVW-H against IVW, first-order (BPTT), zeroth-order (likelihood ratio) and fixed-α action
 gradients: an MLP policy that keeps a ball bouncing near 1 m with a paddle through a stiff,
-nearly elastic contact (400 steps of 0.01 s), 64 actors per iteration, Adam, 5 seeds.
+nearly elastic contact, over 1 s and 4 s rollouts (100 and 400 steps of 0.01 s), 64 actors
+per iteration, Adam, 10 seeds.
 
 Run (2 CPU cores: see docs/pgest.md for the time):
   python experiments/train.py --config=configs/pgest/ivw_control.py --workdir=runs/pgest_ivw
@@ -19,7 +20,8 @@ def get_config(arg=None):
   c.experiment = "ivw_control"
   c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed"]
   c.fixed_alpha = 0.5
-  c.seeds = 5
+  c.horizons = [100, 400]  # steps of 0.01 s
+  c.seeds = 10
   c.actors = 64
   c.iterations = 300
   c.sigma = 2.0  # exploration noise of the policy (paddle acceleration, |u| <= 30)
@@ -28,6 +30,7 @@ def get_config(arg=None):
   c.eval_states = 256
   if smoke:
     c.variants = ["ivw_h", "first"]
+    c.horizons = [20]
     c.seeds = 2
     c.actors = 8
     c.iterations = 3

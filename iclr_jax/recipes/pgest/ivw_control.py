@@ -10,7 +10,10 @@ iteration: the mean loss of the stochastic policy on `eval_states` fixed initial
 fixed noise (the same for every variant and seed). Seeds share initialisations and draws
 across variants.
 
-Outputs in the workdir: results.jsonl (unit = variant; rows per seed), table.md,
+The study runs at each horizon in `config.horizons`: the longer the rollout, the more
+bounces the first-order gradient of an early action passes through.
+
+Outputs in the workdir: results.jsonl (unit = horizon × variant; rows per seed), table.md,
 summary.json and ivw_control.png.
 """
 
@@ -58,12 +61,14 @@ def _evaluate(task, params, states, noise, sigma):
   return g.costs.mean()
 
 
-@functools.partial(jax.jit, static_argnames=("variant", "actors", "iterations", "sigma",
-                                             "lr", "hidden", "fixed_alpha", "eval_states"))
-def train(seeds, *, variant, actors, iterations, sigma, lr, hidden, fixed_alpha, eval_states):
+@functools.partial(jax.jit, static_argnames=("variant", "horizon", "actors", "iterations",
+                                             "sigma", "lr", "hidden", "fixed_alpha",
+                                             "eval_states"))
+def train(seeds, *, variant, horizon, actors, iterations, sigma, lr, hidden, fixed_alpha,
+          eval_states):
   """Per seed: the evaluation loss after every iteration [S, iterations + 1] and the α
   used [S, iterations, T, A]."""
-  task = contact_tasks.juggling_control()
+  task = contact_tasks.juggling_control(horizon=horizon)
   ek1, ek2 = jax.random.split(jax.random.key(12345))
   eval_s0 = task.initial_states(ek1, eval_states)
   eval_noise = jax.random.normal(ek2, (eval_states, task.horizon, task.action_dim))
@@ -99,42 +104,56 @@ def _check_config(config):
   for v in config.variants:
     if v not in WEIGHTINGS:
       raise ConfigError(f"config.variants: {v!r} is not one of {sorted(WEIGHTINGS)}")
-  if config.actors < 2 or config.sigma <= 0 or config.iterations < 1 or config.seeds < 1:
-    raise ConfigError("config.actors >= 2, config.sigma > 0, config.iterations >= 1 and "
-                      "config.seeds >= 1 are required")
+  if (config.actors < 2 or config.sigma <= 0 or config.iterations < 1 or config.seeds < 1
+      or min(config.horizons) < 1):
+    raise ConfigError("config.actors >= 2, config.sigma > 0, config.iterations >= 1, "
+                      "config.seeds >= 1 and config.horizons >= 1 are required")
   if not 0.0 <= config.fixed_alpha <= 1.0:
     raise ConfigError(f"config.fixed_alpha must lie in [0, 1], got {config.fixed_alpha}")
 
 
 def _report(workdir, rows, config) -> dict:
-  agg = mean_std(rows, by=("variant",), metrics=("final", "best", "mean_curve", "mean_alpha"))
-  table = markdown_table(sorted(agg, key=lambda r: r["final"]),
-                         [("variant", "{variant}"), ("seeds", "{seeds}"),
-                          ("final loss", pm("final")), ("best loss", pm("best")),
-                          ("mean over training", pm("mean_curve")),
-                          ("mean α", pm("mean_alpha"))])
+  agg = mean_std(rows, by=("horizon", "variant"),
+                 metrics=("final", "best", "mean_curve", "mean_alpha"))
+  agg = sorted(agg, key=lambda r: (r["horizon"], r["final"]))
+  table = markdown_table(agg, [("horizon", "{horizon}"), ("variant", "{variant}"),
+                               ("seeds", "{seeds}"), ("final loss", pm("final", 2)),
+                               ("best loss", pm("best", 2)),
+                               ("mean over training", pm("mean_curve", 2)),
+                               ("mean α", pm("mean_alpha"))])
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write(table + "\n")
-  with figure(os.path.join(workdir, "ivw_control.png"), 1, 2, figsize=(12, 4)) as (ax1, ax2):
-    for i, v in enumerate(config.variants):
-      curves = np.array([r["curve"] for r in rows if r["variant"] == v])
-      if curves.size:
-        m, s = curves.mean(0), curves.std(0)
-        ax1.plot(m, color=f"C{i}", label=v)
-        ax1.fill_between(np.arange(m.size), m - s, m + s, color=f"C{i}", alpha=0.15)
-      per_step = [r["alpha_per_step"] for r in rows if r["variant"] == v]
-      if per_step and v in ("ivw_h", "ivw"):
-        ax2.plot(np.mean(per_step, 0), color=f"C{i}", label=v)
-    ax1.set(xlabel="iteration", ylabel="evaluation loss", yscale="log",
-            title="juggling (mean ± std over seeds)")
-    ax1.legend(fontsize=8)
-    ax2.set(xlabel="time step t", ylabel="α (weight on first order)", ylim=(-0.05, 1.05),
-            title="α per step, averaged over training")
-    ax2.legend(fontsize=8)
-  best = min(agg, key=lambda r: r["final"])
-  out = {"variants": {r["variant"]: {k: r[k] for k in ("final", "final_std", "best",
-                                                         "mean_curve")} for r in agg},
-         "best_final": best["variant"]}
+  horizons = list(config.horizons)
+  with figure(os.path.join(workdir, "ivw_control.png"), 1, len(horizons) + 1,
+              figsize=(5 * (len(horizons) + 1), 4), squeeze=False) as axes:
+    for j, h in enumerate(horizons):
+      ax = axes[0][j]
+      for i, v in enumerate(config.variants):
+        curves = np.array([r["curve"] for r in rows if r["variant"] == v
+                           and r["horizon"] == h])
+        if curves.size:
+          m, s = curves.mean(0), curves.std(0)
+          ax.plot(m, color=f"C{i}", label=v)
+          ax.fill_between(np.arange(m.size), m - s, m + s, color=f"C{i}", alpha=0.15)
+      ax.set(xlabel="iteration", ylabel="evaluation loss", yscale="log",
+             title=f"juggling, horizon {h} (mean ± std over seeds)")
+      ax.legend(fontsize=8)
+    ax = axes[0][-1]
+    for j, h in enumerate(horizons):
+      per_step = [r["alpha_per_step"] for r in rows if r["variant"] == "ivw_h"
+                  and r["horizon"] == h]
+      if per_step:
+        ax.plot(np.mean(per_step, 0), color=f"C{j}", label=f"IVW-H, horizon {h}")
+    ax.set(xlabel="time step t", ylabel="α (weight on first order)", ylim=(-0.05, 1.05),
+           title="IVW-H α per step, averaged over training")
+    ax.legend(fontsize=8)
+  out = {"horizons": {}}
+  for h in horizons:
+    sel = [r for r in agg if r["horizon"] == h]
+    out["horizons"][str(h)] = {
+        "variants": {r["variant"]: {k: r[k] for k in ("final", "final_std", "best",
+                                                      "mean_curve")} for r in sel},
+        "best_final": sel[0]["variant"] if sel else None}
   write_json(workdir, "summary.json", out)
   return out
 
@@ -143,27 +162,27 @@ def train_and_evaluate(config, workdir: str):
   """Trains every missing variant (all seeds at once), then writes the table and figure."""
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("variant",))
+  study = Study(workdir, key=("horizon", "variant"))
   seeds = jnp.arange(config.seeds)
   start = time.time()
-  for v in config.variants:
-    if study.done(variant=v):
+  for h, v in ((h, v) for h in config.horizons for v in config.variants):
+    if study.done(horizon=h, variant=v):
       continue
     t0 = time.time()
-    curves, alphas = train(seeds, variant=v, actors=config.actors,
+    curves, alphas = train(seeds, variant=v, horizon=h, actors=config.actors,
                            iterations=config.iterations, sigma=config.sigma, lr=config.lr,
                            hidden=config.hidden, fixed_alpha=config.fixed_alpha,
                            eval_states=config.eval_states)
     curves, alphas = np.asarray(curves, np.float64), np.asarray(alphas, np.float64)
-    rows = [dict(variant=v, seed=s, curve=[float(c) for c in curves[s]],
+    rows = [dict(horizon=h, variant=v, seed=s, curve=[float(c) for c in curves[s]],
                  final=float(curves[s, -1]), best=float(curves[s].min()),
                  mean_curve=float(curves[s].mean()), mean_alpha=float(alphas[s].mean()),
                  alpha_per_step=[float(a) for a in alphas[s].mean(axis=(0, 2))],
                  diverged=not bool(np.isfinite(curves[s]).all()),
                  unit_seconds=time.time() - t0) for s in range(config.seeds)]
     study.record(rows)
-    logging.info("%s: final loss %.4f (%.1f s)", v, np.mean([r["final"] for r in rows]),
-                 time.time() - t0)
+    logging.info("horizon %d, %s: final loss %.4f (%.1f s)", h, v,
+                 np.mean([r["final"] for r in rows]), time.time() - t0)
   summary = _report(workdir, study.rows, config)
   summary["seconds_this_run"] = time.time() - start
   return summary
