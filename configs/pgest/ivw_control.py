@@ -1,6 +1,7 @@
 """IVW-H against IVW, first-order (BPTT), zeroth-order (likelihood ratio) and fixed-α action
-gradients: an MLP policy that keeps a ball bouncing near 1 m with a paddle through a stiff,
-nearly elastic contact, over 1 s and 4 s rollouts (100 and 400 steps of 0.01 s), 64 actors
+gradients on two contact tasks: an MLP policy keeps a ball bouncing near 1 m with a paddle
+through a stiff, nearly elastic contact, over 1 s and 4 s rollouts (100 and 400 steps of
+0.01 s); and holds a pendulum 0.05 rad short of a stiff wall (60 steps of 0.02 s). 64 actors
 per iteration, Adam, 10 seeds.
 
 Run (2 CPU cores: see docs/pgest.md for the time):
@@ -20,17 +21,19 @@ def get_config(arg=None):
   c.experiment = "ivw_control"
   c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed"]
   c.fixed_alpha = 0.5
-  c.horizons = [100, 400]  # steps of 0.01 s
+  # per task: horizons (steps) and the policy's exploration noise σ (paddle acceleration,
+  # |u| <= 30; pendulum torque, |u| <= 10)
+  c.tasks = dict(juggling=dict(horizons=[100, 400], sigma=2.0),
+                 pendulum_wall=dict(horizons=[60], sigma=0.5))
   c.seeds = 10
   c.actors = 64
   c.iterations = 300
-  c.sigma = 2.0  # exploration noise of the policy (paddle acceleration, |u| <= 30)
   c.lr = 1e-2  # Adam
   c.hidden = 32
   c.eval_states = 256
   if smoke:
     c.variants = ["ivw_h", "first"]
-    c.horizons = [20]
+    c.tasks = dict(juggling=dict(horizons=[20], sigma=2.0))
     c.seeds = 2
     c.actors = 8
     c.iterations = 3

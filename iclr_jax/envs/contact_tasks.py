@@ -16,8 +16,10 @@ settings of Suh et al.'s examples (costs to minimise).
 `trajectory_cost(step, x0, goal, Q, R, Qd, horizon, action_dim)` builds the open-loop
 objective of any step function the same way.
 
-For policy learning (Part II-style), `juggling_control()` is a closed-loop task: keep a ball
-bouncing near a target height with a paddle, through a stiff contact, from random drops.
+For policy learning (Part II-style), `CONTROL_TASKS` holds closed-loop tasks:
+`juggling_control()` keeps a ball bouncing near a target height with a paddle, through a
+stiff contact, from random drops; `pendulum_wall_control()` holds a torque-limited pendulum
+just short of a stiff wall.
 """
 
 from __future__ import annotations
@@ -160,3 +162,29 @@ def juggling_control(*, target: float = 1.0, horizon: int = 400, damping: float 
     return jnp.stack([y, 0.1 * jax.random.normal(k2, (n,)), jnp.zeros(n), jnp.zeros(n)], 1)
 
   return ControlTask(step, cost, initial_states, horizon, 4, 1)
+
+
+def pendulum_wall_control(*, horizon: int = 60, wall_angle: float = 1.0,
+                          goal_angle: float = 0.95, max_torque: float = 10.0,
+                          **step_kwargs) -> ControlTask:
+  """`pendulum_wall_step` (dt 0.02, stiffness 2000) from φ ~ U[−0.5, 0.5], ω ~ N(0, 0.5²)
+  for `horizon` steps; the step cost (φ − φ_goal)² + 0.01 ω² + 0.001 u² asks to hold the
+  pendulum 0.05 rad short of the wall, so overshooting hits it."""
+  step = functools.partial(contact.pendulum_wall_step, wall_angle=wall_angle,
+                           max_torque=max_torque, **step_kwargs)
+
+  def cost(s, u):
+    return (s[0] - goal_angle) ** 2 + 0.01 * s[1] ** 2 + 0.001 * jnp.sum(u ** 2)
+
+  def initial_states(key, n):
+    k1, k2 = jax.random.split(key)
+    return jnp.stack([jax.random.uniform(k1, (n,), minval=-0.5, maxval=0.5),
+                      0.5 * jax.random.normal(k2, (n,))], axis=1)
+
+  return ControlTask(step, cost, initial_states, horizon, 2, 1)
+
+
+CONTROL_TASKS: dict[str, Callable[..., ControlTask]] = {
+    "juggling": juggling_control,
+    "pendulum_wall": pendulum_wall_control,
+}

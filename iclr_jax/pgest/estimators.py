@@ -22,7 +22,8 @@ differentiate:
 
 Every estimator returns a `GradEstimate`; fields an estimator does not compute are 0. All
 are pure and jit- and vmap-compatible; sigma and num_samples are static Python numbers,
-while γ and c may also be arrays (e.g. a vmapped grid; then they are not range-checked).
+while γ and c may also be traced (e.g. a vmapped grid). Bad concrete values are ValueErrors;
+traced ones become `checkify` checks (`iclr_jax.checks`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import ndtri
+
+from iclr_jax import checks
 
 Objective = Callable[[jax.Array], jax.Array]
 IVW_EPS = 1e-5  # the constant of the inverse-variance weight (Suh et al.)
@@ -51,21 +55,19 @@ class GradEstimate(NamedTuple):
 
 
 def _check(theta, sigma, num_samples):
-  if not isinstance(sigma, (int, float)) or sigma <= 0:
-    raise ValueError(f"sigma must be a positive number, got {sigma!r}")
-  if not isinstance(num_samples, int) or num_samples < 2:
+  """theta as a finite vector [d] (checkify under jit); sigma > 0 and num_samples >= 2 as
+  static Python numbers."""
+  sigma = checks.static_number("sigma", sigma)
+  checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True)
+  if isinstance(num_samples, bool) or checks.static_number("num_samples", num_samples,
+                                                           integer=True) < 2:
     raise ValueError(f"num_samples must be an int >= 2 (variances need two), got "
                      f"{num_samples!r}")
   theta = jnp.asarray(theta)
   if theta.ndim != 1:
     raise ValueError(f"theta must be a vector [d], got shape {theta.shape}")
+  checks.check_range("theta", theta, -np.inf, np.inf, low_open=True, high_open=True)
   return theta
-
-
-def _concrete(x) -> bool:
-  """Whether a hyperparameter can be checked here (a Python number; a traced one, e.g. a
-  vmapped grid, is the caller's to check)."""
-  return isinstance(x, (int, float))
 
 
 def _noise(key, theta, sigma, num_samples):
@@ -114,8 +116,8 @@ def aobg(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.Array,
          alpha: float | None = None) -> GradEstimate:
   """α ĝ₁ + (1 − α) ĝ₀ on one batch; α = `inverse_variance_alpha` when None."""
   theta = _check(theta, sigma, num_samples)
-  if alpha is not None and not 0.0 <= alpha <= 1.0:
-    raise ValueError(f"alpha must lie in [0, 1] or be None, got {alpha}")
+  if alpha is not None:
+    checks.check_range("alpha", alpha, 0.0, 1.0)
   w = _noise(key, theta, sigma, num_samples)
   zero_terms, _ = _zero_terms(f, theta, w, sigma)
   _, grads = _first_terms(f, theta, w)
@@ -138,9 +140,8 @@ def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int
                           lipschitz: float = 10.0) -> GradEstimate:
   """Suh et al.'s AoBG with the bias bound γ (ĝ₀, ĝ₁ from separate batches of N)."""
   theta = _check(theta, sigma, num_samples)
-  if _concrete(gamma) and gamma <= 0 or not 0 < delta < 1:
-    raise ValueError(f"gamma must be > 0 and delta in (0, 1), got gamma={gamma}, "
-                     f"delta={delta}")
+  checks.check_range("gamma", gamma, 0.0, np.inf, low_open=True, high_open=True)
+  checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
   k_first, k_zero = jax.random.split(key)
   _, grads = _first_terms(f, theta, _noise(k_first, theta, sigma, num_samples))
   zero_terms, _ = _zero_terms(f, theta, _noise(k_zero, theta, sigma, num_samples), sigma)
@@ -168,10 +169,8 @@ def ddcg_grad(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.A
   """DDCG: the inverse-variance AoBG where the smoothness test passes, ZoBG where it fails
   (one batch of N: values, gradients and the test share the samples)."""
   theta = _check(theta, sigma, num_samples)
-  if _concrete(c) and not 0.0 < c < 1.0:
-    raise ValueError(f"c must lie in (0, 1), got {c}")
-  if not 0.5 <= confidence < 1.0:
-    raise ValueError(f"confidence must lie in [0.5, 1), got {confidence}")
+  checks.check_range("c", c, 0.0, 1.0, low_open=True, high_open=True)
+  checks.check_range("confidence", confidence, 0.5, 1.0, high_open=True)
   w = _noise(key, theta, sigma, num_samples)
   zero_terms, _ = _zero_terms(f, theta, w, sigma)
   values, grads = _first_terms(f, theta, w)

@@ -63,6 +63,14 @@ def combine(first: jax.Array, zero: jax.Array, alpha) -> jax.Array:
   return alpha * first + (1 - alpha) * zero
 
 
+def ivw_h(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS
+          ) -> tuple[jax.Array, jax.Array]:
+  """IVW-H: the action cotangents G [N, T, A] = α g₁ + (1 − α) g₀ with α = `ivw_h_alpha`
+  [T, A] (also returned); pull G back with `policy_gradient`."""
+  alpha = ivw_h_alpha(first, zero, eps=eps)
+  return combine(first, zero, alpha), alpha
+
+
 def action_gradients(policy: Callable, params, dynamics: Callable, cost: Callable,
                      initial_states: jax.Array, noise: jax.Array, *,
                      sigma: float) -> ActionGradients:
@@ -76,7 +84,7 @@ def action_gradients(policy: Callable, params, dynamics: Callable, cost: Callabl
     noise: ε [N, T, A], standard normal.
     sigma: the policy's exploration scale (> 0).
   """
-  if sigma <= 0:
+  if not sigma > 0:  # also rejects NaN
     raise ValueError(f"sigma must be > 0, got {sigma}")
   if noise.ndim != 3 or noise.shape[0] != initial_states.shape[0] or noise.shape[0] < 2:
     raise ValueError(f"noise must be [N >= 2, T, A] with N = initial_states.shape[0] = "
@@ -125,8 +133,10 @@ def ivw_h_policy_gradient(policy: Callable, params, dynamics: Callable, cost: Ca
   costs [N])."""
   noise = jax.random.normal(key, (initial_states.shape[0], horizon, action_dim))
   g = action_gradients(policy, params, dynamics, cost, initial_states, noise, sigma=sigma)
-  a = ivw_h_alpha(g.first, g.zero) if alpha is None else jnp.full(
-      (horizon, action_dim), alpha, g.first.dtype)
-  grads = policy_gradient(policy, params, jax.lax.stop_gradient(g.states),
-                          combine(g.first, g.zero, a))
+  if alpha is None:
+    cotangents, a = ivw_h(g.first, g.zero)
+  else:
+    a = jnp.full((horizon, action_dim), alpha, g.first.dtype)
+    cotangents = combine(g.first, g.zero, a)
+  grads = policy_gradient(policy, params, jax.lax.stop_gradient(g.states), cotangents)
   return grads, a, g.costs

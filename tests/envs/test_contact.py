@@ -127,3 +127,18 @@ def test_juggling_task_costs_and_rollout():
     total += jax.vmap(task.cost)(s, u)
     s = jax.vmap(task.dynamics)(s, u)
   assert bool(jnp.all(jnp.isfinite(total)))
+
+
+def test_pendulum_wall_task_costs_and_contact():
+  task = contact_tasks.CONTROL_TASKS["pendulum_wall"]()
+  s = task.initial_states(jax.random.key(1), 32)
+  assert bool(jnp.all(jnp.abs(s[:, 0]) <= 0.5))
+  u = jnp.full((32, 1), 3.0)
+  np.testing.assert_allclose(jax.vmap(task.cost)(s, u),
+                             (s[:, 0] - 0.95) ** 2 + 0.01 * s[:, 1] ** 2 + 0.009, rtol=1e-5)
+  # Full torque from rest at the wall's side: the pendulum reaches the wall and is stopped.
+  state, peak = jnp.array([0.9, 0.0]), 0.0
+  for _ in range(60):
+    state = task.dynamics(state, jnp.array([10.0]))
+    peak = max(peak, float(state[0]))
+  assert 1.0 < peak < 1.05

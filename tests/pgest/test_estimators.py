@@ -152,10 +152,11 @@ def test_estimators_trace_once_per_shape():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(sigma=0.0), "sigma must be a positive number, got 0.0"),
+    (dict(sigma=0.0), r"sigma must lie in \(0.0, inf\), got 0.0"),
+    (dict(sigma=float("nan")), r"sigma must lie in \(0.0, inf\), got nan"),
     (dict(num_samples=1), "num_samples must be an int >= 2"),
-    (dict(c=1.0), r"c must lie in \(0, 1\), got 1.0"),
-    (dict(c=0.0), r"c must lie in \(0, 1\), got 0.0"),
+    (dict(c=1.0), r"c must lie in \(0.0, 1.0\), got 1.0"),
+    (dict(c=0.0), r"c must lie in \(0.0, 1.0\), got 0.0"),
 ])
 def test_bad_arguments_are_named(kwargs, match):
   args = dict(sigma=SIGMA, num_samples=8, key=jax.random.key(0)) | kwargs
@@ -164,3 +165,9 @@ def test_bad_arguments_are_named(kwargs, match):
   with pytest.raises(ValueError, match="theta must be a vector"):
     pgest.zeroth_order_grad(quadratic, jnp.ones((2, 3)), sigma=1.0, num_samples=4,
                             key=jax.random.key(0))
+  with pytest.raises(ValueError, match=r"theta must lie in \(-inf, inf\), got values"):
+    pgest.first_order_grad(quadratic, jnp.array([0.0, jnp.nan, 1.0]), sigma=1.0,
+                           num_samples=4, key=jax.random.key(0))
+  with pytest.raises(ValueError, match=r"gamma must lie in \(0.0, inf\), got nan"):
+    pgest.bias_constrained_aobg(quadratic, THETA, sigma=1.0, num_samples=4,
+                                key=jax.random.key(0), gamma=float("nan"))

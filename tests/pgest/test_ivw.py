@@ -47,7 +47,8 @@ def test_alphas_equal_a_numpy_variance_computation(rng):
   v1 = np.var(first, axis=0, ddof=1).sum()
   np.testing.assert_allclose(pgest.ivw_alpha(jnp.asarray(first), jnp.asarray(zero)),
                              v0 / (v0 + v1 + 1e-12), rtol=1e-5)
-  g = pgest.combine(jnp.asarray(first), jnp.asarray(zero), alpha)
+  g, alpha_used = pgest.ivw_h(jnp.asarray(first), jnp.asarray(zero))
+  np.testing.assert_allclose(alpha_used, alpha, rtol=1e-6)
   np.testing.assert_allclose(g, alpha * first + (1 - alpha) * zero, rtol=1e-5)
 
 
@@ -131,9 +132,10 @@ def test_ivw_h_policy_gradient_is_jittable_and_uses_the_weights():
 
 
 def test_bad_arguments_are_named():
-  with pytest.raises(ValueError, match="sigma must be > 0"):
-    pgest.action_gradients(policy, PARAMS, dynamics, cost, jnp.zeros((2, 2)),
-                           jnp.zeros((2, 3, 1)), sigma=0.0)
+  for sigma in (0.0, float("nan")):
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+      pgest.action_gradients(policy, PARAMS, dynamics, cost, jnp.zeros((2, 2)),
+                             jnp.zeros((2, 3, 1)), sigma=sigma)
   with pytest.raises(ValueError, match=r"noise must be \[N >= 2, T, A\]"):
     pgest.action_gradients(policy, PARAMS, dynamics, cost, jnp.zeros((2, 2)),
                            jnp.zeros((3, 3, 1)), sigma=1.0)

@@ -1,5 +1,6 @@
-"""Part II at CPU scale: policy learning on paddle juggling through a stiff contact
-(`iclr_jax.envs.contact_tasks.juggling_control`) with the action-gradient weightings of
+"""Part II at CPU scale: policy learning on the contact control tasks of
+`iclr_jax.envs.contact_tasks.CONTROL_TASKS` (paddle juggling, a pendulum held against a stiff
+wall) with the action-gradient weightings of
 `iclr_jax.pgest.ivw`: IVW-H (α per step and action dimension), IVW (one α per rollout batch),
 first order (α = 1, BPTT), zeroth order (α = 0, likelihood ratio) and a fixed α.
 
@@ -10,11 +11,11 @@ iteration: the mean loss of the stochastic policy on `eval_states` fixed initial
 fixed noise (the same for every variant and seed). Seeds share initialisations and draws
 across variants.
 
-The study runs at each horizon in `config.horizons`: the longer the rollout, the more
-bounces the first-order gradient of an early action passes through.
+The study runs each task of `config.tasks` at each of its horizons: the longer the rollout,
+the more contacts the first-order gradient of an early action passes through.
 
-Outputs in the workdir: results.jsonl (unit = horizon × variant; rows per seed), table.md,
-summary.json and ivw_control.png.
+Outputs in the workdir: results.jsonl (unit = task × horizon × variant; rows per seed),
+table.md, summary.json and ivw_control.png.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm
 
 WEIGHTINGS = {
-    "ivw_h": lambda first, zero, c: pgest.ivw_h_alpha(first, zero),
+    "ivw_h": lambda first, zero, c: pgest.ivw_h(first, zero)[1],
     "ivw": lambda first, zero, c: pgest.ivw_alpha(first, zero) * jnp.ones(first.shape[1:]),
     "first": lambda first, zero, c: jnp.ones(first.shape[1:]),
     "zeroth": lambda first, zero, c: jnp.zeros(first.shape[1:]),
@@ -61,14 +62,14 @@ def _evaluate(task, params, states, noise, sigma):
   return g.costs.mean()
 
 
-@functools.partial(jax.jit, static_argnames=("variant", "horizon", "actors", "iterations",
-                                             "sigma", "lr", "hidden", "fixed_alpha",
-                                             "eval_states"))
-def train(seeds, *, variant, horizon, actors, iterations, sigma, lr, hidden, fixed_alpha,
-          eval_states):
+@functools.partial(jax.jit, static_argnames=("variant", "task_name", "horizon", "actors",
+                                             "iterations", "sigma", "lr", "hidden",
+                                             "fixed_alpha", "eval_states"))
+def train(seeds, *, variant, task_name, horizon, actors, iterations, sigma, lr, hidden,
+          fixed_alpha, eval_states):
   """Per seed: the evaluation loss after every iteration [S, iterations + 1] and the α
   used [S, iterations, T, A]."""
-  task = contact_tasks.juggling_control(horizon=horizon)
+  task = contact_tasks.CONTROL_TASKS[task_name](horizon=horizon)
   ek1, ek2 = jax.random.split(jax.random.key(12345))
   eval_s0 = task.initial_states(ek1, eval_states)
   eval_noise = jax.random.normal(ek2, (eval_states, task.horizon, task.action_dim))
@@ -101,56 +102,62 @@ def train(seeds, *, variant, horizon, actors, iterations, sigma, lr, hidden, fix
 
 
 def _check_config(config):
+  for name, t in config.tasks.items():
+    if name not in contact_tasks.CONTROL_TASKS:
+      raise ConfigError(f"config.tasks: {name!r} is not one of "
+                        f"{sorted(contact_tasks.CONTROL_TASKS)}")
+    if not t.horizons or min(t.horizons) < 1 or t.sigma <= 0:
+      raise ConfigError(f"config.tasks.{name}: horizons must be >= 1 and sigma > 0")
   for v in config.variants:
     if v not in WEIGHTINGS:
       raise ConfigError(f"config.variants: {v!r} is not one of {sorted(WEIGHTINGS)}")
-  if (config.actors < 2 or config.sigma <= 0 or config.iterations < 1 or config.seeds < 1
-      or min(config.horizons) < 1):
-    raise ConfigError("config.actors >= 2, config.sigma > 0, config.iterations >= 1, "
-                      "config.seeds >= 1 and config.horizons >= 1 are required")
+  if config.actors < 2 or config.iterations < 1 or config.seeds < 1:
+    raise ConfigError("config.actors >= 2, config.iterations >= 1 and config.seeds >= 1 "
+                      "are required")
   if not 0.0 <= config.fixed_alpha <= 1.0:
     raise ConfigError(f"config.fixed_alpha must lie in [0, 1], got {config.fixed_alpha}")
 
 
 def _report(workdir, rows, config) -> dict:
-  agg = mean_std(rows, by=("horizon", "variant"),
+  agg = mean_std(rows, by=("task", "horizon", "variant"),
                  metrics=("final", "best", "mean_curve", "mean_alpha"))
-  agg = sorted(agg, key=lambda r: (r["horizon"], r["final"]))
-  table = markdown_table(agg, [("horizon", "{horizon}"), ("variant", "{variant}"),
+  agg = sorted(agg, key=lambda r: (r["task"], r["horizon"], r["final"]))
+  table = markdown_table(agg, [("task", "{task}"), ("horizon", "{horizon}"),
+                               ("variant", "{variant}"),
                                ("seeds", "{seeds}"), ("final loss", pm("final", 2)),
                                ("best loss", pm("best", 2)),
                                ("mean over training", pm("mean_curve", 2)),
                                ("mean α", pm("mean_alpha"))])
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write(table + "\n")
-  horizons = list(config.horizons)
-  with figure(os.path.join(workdir, "ivw_control.png"), 1, len(horizons) + 1,
-              figsize=(5 * (len(horizons) + 1), 4), squeeze=False) as axes:
-    for j, h in enumerate(horizons):
+  cases = [(name, h) for name, t in config.tasks.items() for h in t.horizons]
+  with figure(os.path.join(workdir, "ivw_control.png"), 1, len(cases) + 1,
+              figsize=(5 * (len(cases) + 1), 4), squeeze=False) as axes:
+    for j, (name, h) in enumerate(cases):
       ax = axes[0][j]
       for i, v in enumerate(config.variants):
         curves = np.array([r["curve"] for r in rows if r["variant"] == v
-                           and r["horizon"] == h])
+                           and r["task"] == name and r["horizon"] == h])
         if curves.size:
           m, s = curves.mean(0), curves.std(0)
           ax.plot(m, color=f"C{i}", label=v)
           ax.fill_between(np.arange(m.size), m - s, m + s, color=f"C{i}", alpha=0.15)
       ax.set(xlabel="iteration", ylabel="evaluation loss", yscale="log",
-             title=f"juggling, horizon {h} (mean ± std over seeds)")
+             title=f"{name}, horizon {h} (mean ± std over seeds)")
       ax.legend(fontsize=8)
     ax = axes[0][-1]
-    for j, h in enumerate(horizons):
+    for j, (name, h) in enumerate(cases):
       per_step = [r["alpha_per_step"] for r in rows if r["variant"] == "ivw_h"
-                  and r["horizon"] == h]
+                  and r["task"] == name and r["horizon"] == h]
       if per_step:
-        ax.plot(np.mean(per_step, 0), color=f"C{j}", label=f"IVW-H, horizon {h}")
+        ax.plot(np.mean(per_step, 0), color=f"C{j}", label=f"IVW-H, {name}, horizon {h}")
     ax.set(xlabel="time step t", ylabel="α (weight on first order)", ylim=(-0.05, 1.05),
            title="IVW-H α per step, averaged over training")
     ax.legend(fontsize=8)
-  out = {"horizons": {}}
-  for h in horizons:
-    sel = [r for r in agg if r["horizon"] == h]
-    out["horizons"][str(h)] = {
+  out = {"cases": {}}
+  for name, h in cases:
+    sel = [r for r in agg if r["task"] == name and r["horizon"] == h]
+    out["cases"][f"{name}@{h}"] = {
         "variants": {r["variant"]: {k: r[k] for k in ("final", "final_std", "best",
                                                       "mean_curve")} for r in sel},
         "best_final": sel[0]["variant"] if sel else None}
@@ -162,26 +169,29 @@ def train_and_evaluate(config, workdir: str):
   """Trains every missing variant (all seeds at once), then writes the table and figure."""
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("horizon", "variant"))
+  study = Study(workdir, key=("task", "horizon", "variant"))
   seeds = jnp.arange(config.seeds)
   start = time.time()
-  for h, v in ((h, v) for h in config.horizons for v in config.variants):
-    if study.done(horizon=h, variant=v):
+  units = [(name, t, h, v) for name, t in config.tasks.items() for h in t.horizons
+           for v in config.variants]
+  for name, t, h, v in units:
+    if study.done(task=name, horizon=h, variant=v):
       continue
     t0 = time.time()
-    curves, alphas = train(seeds, variant=v, horizon=h, actors=config.actors,
-                           iterations=config.iterations, sigma=config.sigma, lr=config.lr,
+    curves, alphas = train(seeds, variant=v, task_name=name, horizon=h,
+                           actors=config.actors, iterations=config.iterations,
+                           sigma=t.sigma, lr=config.lr,
                            hidden=config.hidden, fixed_alpha=config.fixed_alpha,
                            eval_states=config.eval_states)
     curves, alphas = np.asarray(curves, np.float64), np.asarray(alphas, np.float64)
-    rows = [dict(horizon=h, variant=v, seed=s, curve=[float(c) for c in curves[s]],
+    rows = [dict(task=name, horizon=h, variant=v, seed=s, curve=[float(c) for c in curves[s]],
                  final=float(curves[s, -1]), best=float(curves[s].min()),
                  mean_curve=float(curves[s].mean()), mean_alpha=float(alphas[s].mean()),
                  alpha_per_step=[float(a) for a in alphas[s].mean(axis=(0, 2))],
                  diverged=not bool(np.isfinite(curves[s]).all()),
                  unit_seconds=time.time() - t0) for s in range(config.seeds)]
     study.record(rows)
-    logging.info("horizon %d, %s: final loss %.4f (%.1f s)", h, v,
+    logging.info("%s, horizon %d, %s: final loss %.4f (%.1f s)", name, h, v,
                  np.mean([r["final"] for r in rows]), time.time() - t0)
   summary = _report(workdir, study.rows, config)
   summary["seconds_this_run"] = time.time() - start
