@@ -79,9 +79,11 @@ def _variance(terms):
   return jnp.sum(jnp.var(terms, axis=0, ddof=1))
 
 
-def _zero_terms(f, theta, w, sigma):
-  values = jax.vmap(f)(theta + w)
-  return w * ((values - f(theta)) / sigma ** 2)[:, None], values
+def _zero_terms(f, theta, w, sigma, values=None):
+  """The ZoBG terms w_i (f(θ + w_i) − f(θ)) / σ² [N, d]; `values` = f(θ + w_i) when already
+  computed (AoBG and DDCG get them with the gradients, so f is not rolled out twice)."""
+  values = jax.vmap(f)(theta + w) if values is None else values
+  return w * ((values - f(theta)) / sigma ** 2)[:, None]
 
 
 def _first_terms(f, theta, w):
@@ -98,7 +100,7 @@ def zeroth_order_grad(f: Objective, theta, *, sigma: float, num_samples: int,
                       key: jax.Array) -> GradEstimate:
   """ZoBG: (1/N) Σ w_i (f(θ + w_i) − f(θ)) / σ² (N + 1 evaluations of f)."""
   theta = _check(theta, sigma, num_samples)
-  terms, _ = _zero_terms(f, theta, _noise(key, theta, sigma, num_samples), sigma)
+  terms = _zero_terms(f, theta, _noise(key, theta, sigma, num_samples), sigma)
   zero = jnp.zeros((), theta.dtype)
   return GradEstimate(terms.mean(0), zero, _variance(terms), zero, zero)
 
@@ -119,8 +121,8 @@ def aobg(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.Array,
   if alpha is not None:
     checks.check_range("alpha", alpha, 0.0, 1.0)
   w = _noise(key, theta, sigma, num_samples)
-  zero_terms, _ = _zero_terms(f, theta, w, sigma)
-  _, grads = _first_terms(f, theta, w)
+  values, grads = _first_terms(f, theta, w)
+  zero_terms = _zero_terms(f, theta, w, sigma, values)
   v0, v1 = _variance(zero_terms), _variance(grads)
   a = inverse_variance_alpha(v0, v1) if alpha is None else jnp.asarray(alpha, theta.dtype)
   grad = a * grads.mean(0) + (1 - a) * zero_terms.mean(0)
@@ -144,7 +146,7 @@ def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int
   checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
   k_first, k_zero = jax.random.split(key)
   _, grads = _first_terms(f, theta, _noise(k_first, theta, sigma, num_samples))
-  zero_terms, _ = _zero_terms(f, theta, _noise(k_zero, theta, sigma, num_samples), sigma)
+  zero_terms = _zero_terms(f, theta, _noise(k_zero, theta, sigma, num_samples), sigma)
   g1, g0 = grads.mean(0), zero_terms.mean(0)
   v0, v1 = _variance(zero_terms), _variance(grads)
   eps = bernstein_radius(v0, num_samples, theta.shape[0], lipschitz=lipschitz, delta=delta)
@@ -172,8 +174,8 @@ def ddcg_grad(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.A
   checks.check_range("c", c, 0.0, 1.0, low_open=True, high_open=True)
   checks.check_range("confidence", confidence, 0.5, 1.0, high_open=True)
   w = _noise(key, theta, sigma, num_samples)
-  zero_terms, _ = _zero_terms(f, theta, w, sigma)
   values, grads = _first_terms(f, theta, w)
+  zero_terms = _zero_terms(f, theta, w, sigma, values)
   v0, v1 = _variance(zero_terms), _variance(grads)
   stat = ddcg_statistic(values, grads, sigma=sigma, c=c)
   slack = ndtri(jnp.asarray(confidence, theta.dtype)) * v1 * jnp.sqrt(2.0 / (num_samples - 1))

@@ -37,7 +37,7 @@ from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm
 
 WEIGHTINGS = {
-    "ivw_h": lambda first, zero, c: pgest.ivw_h(first, zero)[1],
+    "ivw_h": lambda first, zero, c: pgest.ivw_h_alpha(first, zero),
     "ivw": lambda first, zero, c: pgest.ivw_alpha(first, zero) * jnp.ones(first.shape[1:]),
     "first": lambda first, zero, c: jnp.ones(first.shape[1:]),
     "zeroth": lambda first, zero, c: jnp.zeros(first.shape[1:]),
