@@ -3,10 +3,11 @@ gradients, and the delta method for the projected covariance.
 
 T(z) = argmin_u ½‖u − z‖²_Q s.t. h(u) = 0, with R = Q⁻¹ (R = Σ for metric='oblique', I for
 'orthogonal'), is the u of the KKT point F(u, λ) = [u − z + R Jᵀλ; h(u)] = 0, J = ∂h/∂u(u).
-Newton's method on F starts at (z, 0); its first step is the Gauss–Newton projection of z onto
-the constraint linearised at z, u = z − R Jᵀ(J R Jᵀ)⁻¹h(z), and later steps add the curvature
-λ·∇²h that plain Gauss–Newton drops (without it the iteration converges only linearly to the
-KKT point). A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
+Newton's method on F starts at (z, 0); its first full step is the Gauss–Newton projection of
+z onto the constraint linearised at z, u = z − R Jᵀ(J R Jᵀ)⁻¹h(z), and later steps add the
+curvature λ·∇²h that plain Gauss–Newton drops (without it the iteration converges only
+linearly to the KKT point). Steps are damped by backtracking on ‖F‖ so that a start far from
+the constraint (an exponential h, a fresh network) does not overshoot. A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
 respect to z, Σ and whatever h closes over) come from the implicit function theorem on those
 KKT equations (`jax.lax.custom_root`, a dense (n+q)² solve), not from unrolling the loop.
 Projected Gaussian (delta method): μ̂ = T(μ), Σ̂ = J_T(μ) Σ J_T(μ)ᵀ with J_T by forward mode.
@@ -42,9 +43,19 @@ def _kkt_function(z, R, args, h):
   return kkt
 
 
+_HALVINGS = 12  # backtracking tries step sizes 1, 1/2, …, 2^-12
+
+
 def _newton(kkt, x, iterations):
-  """Newton's method on kkt(x) = 0 until a step changes x by < 10 ulp (relative)."""
+  """Damped Newton on kkt(x) = 0: the largest step 2^-j along the Newton direction that
+  lowers ‖kkt‖ (a plain Newton step from far away, e.g. through an exponential, overshoots);
+  stops when a step changes x by < 10 ulp (relative)."""
   eps = jnp.finfo(x.dtype).eps
+  sizes = 0.5 ** jnp.arange(_HALVINGS + 1, dtype=x.dtype)
+
+  def merit(y):
+    v = jnp.sum(kkt(y) ** 2)
+    return jnp.where(jnp.isfinite(v), v, jnp.inf)
 
   def cond(carry):
     i, _, change = carry
@@ -52,7 +63,11 @@ def _newton(kkt, x, iterations):
 
   def body(carry):
     i, x, _ = carry
-    new = x - jnp.linalg.solve(jax.jacobian(kkt)(x), kkt(x))
+    direction = -jnp.linalg.solve(jax.jacobian(kkt)(x), kkt(x))
+    trial = jax.vmap(lambda a: merit(x + a * direction))(sizes)
+    ok = trial < (1 - 1e-4 * sizes) * merit(x)
+    alpha = jnp.where(jnp.any(ok), sizes[jnp.argmax(ok)], sizes[-1])
+    new = x + alpha * direction
     return i + 1, new, jnp.max(jnp.abs(new - x)) / (1 + jnp.max(jnp.abs(new)))
 
   return jax.lax.while_loop(cond, body, (0, x, jnp.asarray(jnp.inf, x.dtype)))[1]
@@ -161,7 +176,7 @@ def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
 
 def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
                       metric: str = "oblique", h_args: tuple[Any, ...] = (),
-                      iterations: int = 20, tol: float | None = None) -> ProjectedGaussian:
+                      iterations: int = 50, tol: float | None = None) -> ProjectedGaussian:
   """Projects N(mean, cov) onto {u : h(u) = 0} by the delta method.
 
   Args:
@@ -197,7 +212,7 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
 
 def project_samples_nonlinear(samples, h: Callable[..., jax.Array], *,
                               metric: str = "oblique", cov: Covariance | None = None,
-                              h_args: tuple[Any, ...] = (), iterations: int = 20,
+                              h_args: tuple[Any, ...] = (), iterations: int = 50,
                               tol: float | None = None) -> jax.Array:
   """Projects each sample [num_samples, ..., n] onto {h(u) = 0} (what inference does with a
   nonlinear constraint). 'oblique' needs `cov` without the sample axis; h_args carry the

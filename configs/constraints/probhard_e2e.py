@@ -1,0 +1,61 @@
+"""ProbHardE2E on CPU: a Gaussian MLP (mean, variances, rank-4 factor) trained with CRPS or
+NLL, without a constraint, with projection only at inference (oblique; ProbConserv's soft
+update), and end to end through the oblique / orthogonal projection layer (sample-free, or
+with 16 projected samples), on the heat equation, the porous-medium equation (m ∈ [2, 3]),
+a coherent 4-child hierarchy (levels: linear) and its log levels (nonlinear constraint);
+3 seeds.
+
+Run (2 CPU cores: see docs/constraints.md for the time):
+  python experiments/train.py --config=configs/constraints/probhard_e2e.py --workdir=runs/probhard
+Smoke (seconds):
+  python experiments/train.py --config=configs/constraints/probhard_e2e.py:smoke --workdir=/tmp/ph
+"""
+
+import ml_collections
+
+from iclr_jax.recipes import common
+
+LINEAR = ["unconstrained", "unconstrained_nll", "inference_projection", "probconserv",
+          "dppl_oblique", "dppl_orthogonal", "dppl_oblique_nll", "dppl_oblique_samples"]
+NONLINEAR = ["unconstrained", "inference_projection_nonlinear", "dppl_nonlinear",
+             "dppl_nonlinear_samples"]
+
+
+def _pde(kind, param_range, train_functions=512, test_functions=64):
+  return dict(kind=kind, param_range=list(param_range), n=100, num_times=16, noise=0.01,
+              train_functions=train_functions, test_functions=test_functions,
+              evaluations=list(LINEAR))
+
+
+def _hierarchy(log, train_hierarchies=256, test_hierarchies=32):
+  return dict(kind="hierarchy", log=log, children=4, horizon=6, history=24,
+              train_hierarchies=train_hierarchies, test_hierarchies=test_hierarchies,
+              evaluations=list(NONLINEAR if log else LINEAR))
+
+
+def get_config(arg=None):
+  smoke = common.check_arg("configs/constraints/probhard_e2e.py", arg)
+  c = ml_collections.ConfigDict()
+  c.experiment = "probhard_e2e"
+  c.seeds = 3
+  c.steps = 3000
+  c.batch_size = 256
+  c.lr = 1e-3
+  c.model = dict(hidden=[256, 256], rank=4)
+  c.probconserv_noise_var = 1e-5  # σ² of ProbConserv's observation of A u
+  c.eval_samples = 64  # draws projected one by one for the nonlinear evaluation
+  c.example_index = 5  # the test snapshot drawn in bands.png
+  c.datasets = dict(heat=_pde("heat", (0.02, 0.1)), pme=_pde("pme", (2.0, 3.0)),
+                    hierarchy=_hierarchy(False), hierarchy_log=_hierarchy(True))
+  if smoke:
+    c.seeds = 1
+    c.steps = 20
+    c.batch_size = 32
+    c.model = dict(hidden=[32], rank=2)
+    c.eval_samples = 4
+    c.datasets = dict(pme=dict(_pde("pme", (2.0, 3.0), 8, 4), num_times=4, n=24,
+                               evaluations=["unconstrained", "inference_projection",
+                                            "probconserv", "dppl_oblique",
+                                            "dppl_oblique_samples"]),
+                      hierarchy_log=dict(_hierarchy(True, 4, 2), history=8, horizon=3))
+  return c

@@ -1,0 +1,1 @@
+"""ProbHardE2E: Gaussian heads trained through the probabilistic projection layer."""
