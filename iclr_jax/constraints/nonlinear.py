@@ -3,11 +3,14 @@ gradients, and the delta method for the projected covariance.
 
 T(z) = argmin_u ½‖u − z‖²_Q s.t. h(u) = 0, with R = Q⁻¹ (R = Σ for metric='oblique', I for
 'orthogonal'), is the u of the KKT point F(u, λ) = [u − z + R Jᵀλ; h(u)] = 0, J = ∂h/∂u(u).
-Newton's method on F starts at (z, 0); its first full step is the Gauss–Newton projection of
-z onto the constraint linearised at z, u = z − R Jᵀ(J R Jᵀ)⁻¹h(z), and later steps add the
-curvature λ·∇²h that plain Gauss–Newton drops (without it the iteration converges only
-linearly to the KKT point). Steps are damped by backtracking on ‖F‖ so that a start far from
-the constraint (an exponential h, a fresh network) does not overshoot. A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
+The solver has two phases. (1) Gauss–Newton SQP from u = z: each step projects z onto the
+constraint linearised at u, u_GN = z − R Jᵀ(J R Jᵀ)⁻¹(J(z − u) + h(u)), damped by an Armijo
+backtracking on the exact-penalty merit ½‖u − z‖²_Q + μ‖h(u)‖₁ (μ > ‖λ‖∞ makes the step a
+descent direction), so starts far from the constraint (an exponential h, a fresh network,
+a wide draw) converge; it drops the curvature λ·∇²h, so it converges only linearly.
+(2) A few undamped Newton steps on F with that curvature, kept only if they lower the KKT
+residual: quadratic convergence from the SQP point. (Newton on ‖F‖ alone from (z, 0) stalls
+at non-KKT points on some far starts.) A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
 respect to z, Σ and whatever h closes over) come from the implicit function theorem on those
 KKT equations (`jax.lax.custom_root`, a dense (n+q)² solve), not from unrolling the loop.
 Projected Gaussian (delta method): μ̂ = T(μ), Σ̂ = J_T(μ) Σ J_T(μ)ᵀ with J_T by forward mode.
@@ -43,34 +46,74 @@ def _kkt_function(z, R, args, h):
   return kkt
 
 
-_HALVINGS = 12  # backtracking tries step sizes 1, 1/2, …, 2^-12
+_HALVINGS = 20  # backtracking tries step sizes 1, 1/2, …, 2^-20
+_NEWTON_STEPS = 8
 
 
-def _newton(kkt, x, iterations):
-  """Damped Newton on kkt(x) = 0: the largest step 2^-j along the Newton direction that
-  lowers ‖kkt‖ (a plain Newton step from far away, e.g. through an exponential, overshoots);
-  stops when a step changes x by < 10 ulp (relative)."""
-  eps = jnp.finfo(x.dtype).eps
-  sizes = 0.5 ** jnp.arange(_HALVINGS + 1, dtype=x.dtype)
+def _sqp(z, R, h, args, iterations):
+  """Gauss–Newton SQP on ½‖u − z‖²_Q + μ‖h(u)‖₁: each direction projects z onto h linearised
+  at u (a descent direction of that exact-penalty merit once μ > ‖λ‖∞), the step is the
+  largest 2^-j with Armijo decrease. Converges from far starts, linearly. Returns (u, λ)."""
+  n = z.shape[0]
+  jac = jax.jacobian(h)
+  chol = jnp.linalg.cholesky(R)
+  sizes = 0.5 ** jnp.arange(_HALVINGS + 1, dtype=z.dtype)
+  eps = jnp.finfo(z.dtype).eps
 
-  def merit(y):
-    v = jnp.sum(kkt(y) ** 2)
+  def q_norm2(v):  # ‖v‖²_Q = vᵀR⁻¹v
+    return jnp.sum(jax.scipy.linalg.solve_triangular(chol, v, lower=True) ** 2)
+
+  def merit(u, mu):
+    v = 0.5 * q_norm2(u - z) + mu * jnp.sum(jnp.abs(h(u, *args)))
     return jnp.where(jnp.isfinite(v), v, jnp.inf)
 
+  def direction(u):
+    J = jac(u, *args)
+    RJt = R @ J.T
+    lam = jnp.linalg.solve(J @ RJt, J @ (z - u) + h(u, *args))
+    return z - RJt @ lam - u, lam
+
   def cond(carry):
-    i, _, change = carry
+    i, _, _, _, change = carry
     return (i < iterations) & (change > 10 * eps)
 
   def body(carry):
-    i, x, _ = carry
-    direction = -jnp.linalg.solve(jax.jacobian(kkt)(x), kkt(x))
-    trial = jax.vmap(lambda a: merit(x + a * direction))(sizes)
-    ok = trial < (1 - 1e-4 * sizes) * merit(x)
+    i, u, _, mu, _ = carry
+    d, lam = direction(u)
+    mu = jnp.maximum(mu, 2 * jnp.max(jnp.abs(lam)))
+    base, decrease = merit(u, mu), 1e-4 * q_norm2(d)
+    trial = jax.vmap(lambda a: merit(u + a * d, mu))(sizes)
+    ok = trial <= base - sizes * decrease
     alpha = jnp.where(jnp.any(ok), sizes[jnp.argmax(ok)], sizes[-1])
-    new = x + alpha * direction
-    return i + 1, new, jnp.max(jnp.abs(new - x)) / (1 + jnp.max(jnp.abs(new)))
+    new = u + alpha * d
+    return i + 1, new, lam, mu, jnp.max(jnp.abs(new - u)) / (1 + jnp.max(jnp.abs(new)))
 
-  return jax.lax.while_loop(cond, body, (0, x, jnp.asarray(jnp.inf, x.dtype)))[1]
+  q = jax.eval_shape(h, z, *args).shape[0]
+  init = (0, z, jnp.zeros(q, z.dtype), jnp.zeros((), z.dtype), jnp.asarray(jnp.inf, z.dtype))
+  _, u, lam, _, _ = jax.lax.while_loop(cond, body, init)
+  return jnp.concatenate([u, lam])[:n + q]
+
+
+def _newton(kkt, x, steps):
+  """Undamped Newton on the KKT equations from x (quadratic convergence near a solution);
+  returns whichever of x and the Newton iterate has the smaller KKT residual."""
+  eps = jnp.finfo(x.dtype).eps
+
+  def residual(y):
+    r = jnp.max(jnp.abs(kkt(y)))
+    return jnp.where(jnp.isfinite(r), r, jnp.inf)
+
+  def cond(carry):
+    i, _, change = carry
+    return (i < steps) & (change > 10 * eps)
+
+  def body(carry):
+    i, y, _ = carry
+    new = y - jnp.linalg.solve(jax.jacobian(kkt)(y), kkt(y))
+    return i + 1, new, jnp.max(jnp.abs(new - y)) / (1 + jnp.max(jnp.abs(new)))
+
+  y = jax.lax.while_loop(cond, body, (0, x, jnp.asarray(jnp.inf, x.dtype)))[1]
+  return jnp.where(residual(y) < residual(x), y, x)
 
 
 def _project_one(z, R, args, h, iterations):
@@ -81,7 +124,8 @@ def _project_one(z, R, args, h, iterations):
   kkt = _kkt_function(z, R, args, h)
 
   def solve(f, x0):
-    return _newton(f, x0, iterations)
+    del x0
+    return _newton(f, _sqp(z, R, h, args, iterations), _NEWTON_STEPS)
 
   def tangent_solve(g, y):
     return jnp.linalg.solve(jax.jacobian(g)(y), y)
@@ -90,10 +134,17 @@ def _project_one(z, R, args, h, iterations):
                              tangent_solve)
 
 
+# Examples are solved in sequential chunks of this many (vmapped within a chunk). On XLA:CPU
+# (jax 0.10, 2 cores) one vmapped batch of these solver loops above a few hundred examples
+# deadlocked (every thread parked, 0% CPU, never returning); chunks of 128 and below ran.
+_CHUNK = 64
+
+
 @functools.partial(jax.jit, static_argnames=("h", "iterations"))
 def _solve(z, R, args, *, h, iterations):
   """KKT points [B, n + q] for flat z [B, n], R [B, n, n] (one program per h)."""
-  return jax.vmap(lambda z, r, a: _project_one(z, r, a, h, iterations))(z, R, args)
+  return jax.lax.map(lambda c: _project_one(*c, h, iterations), (z, R, args),
+                     batch_size=min(_CHUNK, z.shape[0]))
 
 
 @functools.partial(jax.jit, static_argnames=("h", "iterations"))
@@ -101,12 +152,13 @@ def _solve_with_jacobian(z, R, args, *, h, iterations):
   """KKT points [B, n + q] and J_T = ∂u/∂z [B, n, n]."""
   n = z.shape[-1]
 
-  def one(z, r, a):
+  def one(c):
+    z, r, a = c
     jac, value = jax.jacfwd(lambda x: (lambda y: (y[:n], y))(_project_one(x, r, a, h,
                                                                            iterations)),
                             has_aux=True)(z)
     return value, jac
-  return jax.vmap(one)(z, R, args)
+  return jax.lax.map(one, (z, R, args), batch_size=min(_CHUNK, z.shape[0]))
 
 
 def _check_h(h, n, dtype, args):
@@ -121,7 +173,7 @@ def _check_h(h, n, dtype, args):
 def _check_converged(residual, scale, tol, iterations):
   ok = jnp.all(residual <= tol * (1 + scale))
   message = (f"the projection did not reach |KKT residual| <= {tol:g}·(1 + |z| + |h(z)|) in "
-             f"{iterations} Newton steps; raise iterations, or h has no nearby root")
+             f"{iterations} Gauss–Newton steps; raise iterations, or h has no nearby root")
   if checks.is_traced(ok):
     checkify.debug_check(ok, message)
   elif not bool(ok):
@@ -176,7 +228,7 @@ def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
 
 def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
                       metric: str = "oblique", h_args: tuple[Any, ...] = (),
-                      iterations: int = 50, tol: float | None = None) -> ProjectedGaussian:
+                      iterations: int = 100, tol: float | None = None) -> ProjectedGaussian:
   """Projects N(mean, cov) onto {u : h(u) = 0} by the delta method.
 
   Args:
@@ -184,8 +236,8 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
     h: u [n], *h_args -> [q] (1 <= q <= n), differentiable; written for one example.
     metric: 'oblique' (Q = Σ⁻¹) or 'orthogonal' (Q = I).
     h_args: arrays passed to h after u, each with the mean's batch axes in front.
-    iterations: the most Newton steps (static); it stops early once a step moves (u, λ) by
-      less than 10 ulp.
+    iterations: the most Gauss–Newton SQP steps (static; 8 Newton steps follow); each phase
+      stops early once a step moves the iterate by less than 10 ulp.
     tol: the KKT residual at the result must be <= tol·(1 + |μ| + |h(μ)|) (max norms;
       default 1e-4 in float32, 1e-9 in float64), else a ValueError (checkified under jit).
 
@@ -212,7 +264,7 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
 
 def project_samples_nonlinear(samples, h: Callable[..., jax.Array], *,
                               metric: str = "oblique", cov: Covariance | None = None,
-                              h_args: tuple[Any, ...] = (), iterations: int = 50,
+                              h_args: tuple[Any, ...] = (), iterations: int = 100,
                               tol: float | None = None) -> jax.Array:
   """Projects each sample [num_samples, ..., n] onto {h(u) = 0} (what inference does with a
   nonlinear constraint). 'oblique' needs `cov` without the sample axis; h_args carry the
