@@ -13,7 +13,7 @@ residual: quadratic convergence from the SQP point. (Newton on ‖F‖ alone fro
 at non-KKT points on some far starts.) A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
 respect to z, Σ and whatever h closes over) come from the implicit function theorem on those
 KKT equations (`jax.lax.custom_root`, a dense (n+q)² solve), not from unrolling the loop.
-Projected Gaussian (delta method): μ̂ = T(μ), Σ̂ = J_T(μ) Σ J_T(μ)ᵀ with J_T by forward mode.
+Projected Gaussian (delta method): μ̂ = T(μ), Σ̂ = J_T(μ) Σ J_T(μ)ᵀ, J_T from the KKT matrix.
 Cost per example: O(iterations · (n q² + cost of J)) for T, and O(n (n + q)³) for J_T; meant
 for the n of a forecast (hundreds), not for millions of outputs.
 """
@@ -134,9 +134,11 @@ def _project_one(z, R, args, h, iterations):
                              tangent_solve)
 
 
-# Examples are solved in sequential chunks of this many (vmapped within a chunk). On XLA:CPU
-# (jax 0.10, 2 cores) one vmapped batch of these solver loops above a few hundred examples
-# deadlocked (every thread parked, 0% CPU, never returning); chunks of 128 and below ran.
+# `_solve` runs examples in sequential chunks of this many (vmapped within a chunk). On
+# XLA:CPU (jax 0.10, 2 cores) one vmapped batch of these solver loops above a few hundred
+# examples deadlocked (every thread parked, 0% CPU, never returning); chunks of 128 and below
+# ran. Reverse mode through the chunk loop deadlocked too, so `_solve_with_jacobian` (the
+# training path) vmaps the whole batch: keep its batches to a few hundred on CPU.
 _CHUNK = 64
 
 
@@ -149,16 +151,21 @@ def _solve(z, R, args, *, h, iterations):
 
 @functools.partial(jax.jit, static_argnames=("h", "iterations"))
 def _solve_with_jacobian(z, R, args, *, h, iterations):
-  """KKT points [B, n + q] and J_T = ∂u/∂z [B, n, n]."""
+  """KKT points [B, n + q] and J_T = ∂u/∂z [B, n, n].
+
+  By the implicit function theorem on F(x; z) = 0: ∂x/∂z = K⁻¹[I; 0] with K = ∂F/∂x the KKT
+  matrix at the solution, so J_T is the top n rows of one dense solve with n right-hand
+  sides. (It is differentiable: K depends on the solution, whose gradient is implicit.)
+  """
   n = z.shape[-1]
 
   def one(c):
     z, r, a = c
-    jac, value = jax.jacfwd(lambda x: (lambda y: (y[:n], y))(_project_one(x, r, a, h,
-                                                                           iterations)),
-                            has_aux=True)(z)
-    return value, jac
-  return jax.lax.map(one, (z, R, args), batch_size=min(_CHUNK, z.shape[0]))
+    x = _project_one(z, r, a, h, iterations)
+    K = jax.jacobian(_kkt_function(z, r, a, h))(x)
+    rhs = jnp.eye(x.shape[0], n, dtype=x.dtype)
+    return x, jnp.linalg.solve(K, rhs)[:n]
+  return jax.vmap(one)((z, R, args))
 
 
 def _check_h(h, n, dtype, args):

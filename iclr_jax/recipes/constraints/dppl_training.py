@@ -61,9 +61,9 @@ MODELS = {
     "dppl_oblique": Model("crps", "oblique"),
     "dppl_orthogonal": Model("crps", "orthogonal"),
     "dppl_oblique_nll": Model("nll", "oblique"),
-    "dppl_oblique_samples": Model("sample_crps", "oblique", 16),
+    "dppl_oblique_samples": Model("sample_crps", "oblique", 8),
     "dppl_nonlinear": Model("crps", "nonlinear"),
-    "dppl_nonlinear_samples": Model("sample_crps", "nonlinear", 8),
+    "dppl_nonlinear_samples": Model("sample_crps", "nonlinear", 4),
 }
 
 EVALUATIONS = {

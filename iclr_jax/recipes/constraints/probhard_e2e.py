@@ -76,8 +76,9 @@ def _check_config(config) -> None:
 
 
 def _unit(config, task, fns, name, d, model_name, seed):
-  params, timing = T.train(fns, task, T.MODELS[model_name], seed=seed, steps=config.steps,
-                           batch_size=config.batch_size, lr=config.lr)
+  params, timing = T.train(fns, task, T.MODELS[model_name], seed=seed,
+                           steps=d.get("steps") or config.steps,
+                           batch_size=d.get("batch_size") or config.batch_size, lr=config.lr)
   rows = []
   for ev in d.evaluations:
     evaluation = T.EVALUATIONS[ev]
