@@ -10,12 +10,13 @@ descent direction), so starts far from the constraint (an exponential h, a fresh
 a wide draw) converge; it drops the curvature λ·∇²h, so it converges only linearly.
 (2) A few undamped Newton steps on F with that curvature, kept only if they lower the KKT
 residual: quadratic convergence from the SQP point. (Newton on ‖F‖ alone from (z, 0) stalls
-at non-KKT points on some far starts.) A linear h converges in one step to `project_gaussian_linear`'s mean. Derivatives of T (with
-respect to z, Σ and whatever h closes over) come from the implicit function theorem on those
-KKT equations (`jax.lax.custom_root`, a dense (n+q)² solve), not from unrolling the loop.
+at non-KKT points on some far starts.) A linear h converges in one step to
+`project_gaussian_linear`'s mean. Derivatives of T (with respect to z, Σ and whatever h
+closes over) come from the implicit function theorem on those KKT equations
+(`jax.lax.custom_root`, a dense (n+q)² solve), not from unrolling the loop.
 Projected Gaussian (delta method): μ̂ = T(μ), Σ̂ = J_T(μ) Σ J_T(μ)ᵀ, J_T from the KKT matrix.
-Cost per example: O(iterations · (n q² + cost of J)) for T, and O(n (n + q)³) for J_T; meant
-for the n of a forecast (hundreds), not for millions of outputs.
+Cost per example: O(iterations · (n² + n q² + cost of J)) for T and O((n + q)³) for J_T;
+meant for the n of a forecast (hundreds), not for millions of outputs.
 """
 
 from __future__ import annotations
