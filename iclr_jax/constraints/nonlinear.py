@@ -224,14 +224,14 @@ def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
       jnp.shape(a)[mean.ndim - 1 - sample_axes:], jnp.result_type(a)), args))
   if tol is None:
     tol = 1e-9 if dtype == jnp.float64 else 1e-4
-  if cov is None:
-    R = jnp.eye(n, dtype=dtype)
-  else:
+  sigma = None
+  if cov is not None:
     k = cv.check_cov(cov, n, mean.ndim - sample_axes)
-    R = cv.dense(cv.as_arrays(cov, k, dtype), k)
-  if metric == "orthogonal":
-    R = jnp.broadcast_to(jnp.eye(n, dtype=dtype), R.shape)
-  return mean, R, args, iterations, float(tol)
+    sigma = cv.dense(cv.as_arrays(cov, k, dtype), k)
+  eye = jnp.eye(n, dtype=dtype)
+  R = jnp.broadcast_to(eye, sigma.shape) if metric == "orthogonal" and sigma is not None \
+      else (eye if sigma is None else sigma)
+  return mean, R, sigma, args, iterations, float(tol)
 
 
 def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
@@ -252,12 +252,8 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
   Returns:
     `ProjectedGaussian(mean [..., n], cov [..., n, n])`: T(μ) and J_T Σ J_Tᵀ.
   """
-  mean, R, args, iterations, tol = _setup(mean, cov, h, h_args, metric, iterations, tol)
-  if metric == "orthogonal":
-    k = cv.check_cov(cov, mean.shape[-1], mean.ndim)
-    sigma = cv.dense(cv.as_arrays(cov, k, mean.dtype), k)
-  else:
-    sigma = R
+  mean, R, sigma, args, iterations, tol = _setup(mean, cov, h, h_args, metric, iterations,
+                                                 tol)
   batch = jnp.broadcast_shapes(mean.shape[:-1], R.shape[:-2])
   zf, Rf, sf = _flatten(batch, mean, 1), _flatten(batch, R, 2), _flatten(batch, sigma, 2)
   af = _flatten(batch, args, batch_ndim=mean.ndim - 1)
@@ -279,8 +275,8 @@ def project_samples_nonlinear(samples, h: Callable[..., jax.Array], *,
   batch axes without the sample axis. Differentiable (implicitly) like `project_nonlinear`."""
   if metric == "oblique" and cov is None:
     raise ValueError("metric='oblique' needs cov (Q = Σ⁻¹); pass cov or use 'orthogonal'")
-  samples, R, args, iterations, tol = _setup(samples, cov, h, h_args, metric, iterations, tol,
-                                             sample_axes=1)
+  samples, R, _, args, iterations, tol = _setup(samples, cov, h, h_args, metric, iterations,
+                                                tol, sample_axes=1)
   s, n = samples.shape[0], samples.shape[-1]
   batch = (s, *jnp.broadcast_shapes(samples.shape[1:-1], R.shape[:-2]))
   zf, Rf = _flatten(batch, samples, 1), _flatten(batch, R, 2)
