@@ -13,9 +13,11 @@ model and `OpenAIClient` (an OpenAI-compatible HTTP server) share.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 
+import jax
 import jax.numpy as jnp
 
 from iclr_jax.llm.evaluate import generative_perplexity, text_perplexity
@@ -33,7 +35,7 @@ DTYPES = ("float32", "bfloat16")
 
 __all__ = ["DEFAULT_MODEL", "LanguageModel", "LlamaSpec", "OpenAIClient", "PretrainedLM",
            "Tokenizer", "default_gguf_path", "generative_perplexity", "load_pretrained",
-           "text_perplexity"]
+           "random_pretrained", "text_perplexity"]
 
 
 def default_gguf_path(name: str = DEFAULT_MODEL) -> str:
@@ -55,6 +57,11 @@ def default_gguf_path(name: str = DEFAULT_MODEL) -> str:
   return path
 
 
+def _path(name_or_path: str) -> str:
+  return name_or_path if name_or_path.endswith(".gguf") or os.sep in name_or_path else (
+      default_gguf_path(name_or_path))
+
+
 def load_pretrained(name_or_path: str = DEFAULT_MODEL, *, dtype: str = "float32",
                     mesh=None, use_cache: bool = True) -> PretrainedLM:
   """A `PretrainedLM` from a registered name or a local GGUF path (host-side).
@@ -68,10 +75,23 @@ def load_pretrained(name_or_path: str = DEFAULT_MODEL, *, dtype: str = "float32"
   """
   if dtype not in DTYPES:
     raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-  path = name_or_path if name_or_path.endswith(".gguf") or os.sep in name_or_path else (
-      default_gguf_path(name_or_path))
-  ckpt = read_checkpoint(path, use_cache=use_cache)
+  ckpt = read_checkpoint(_path(name_or_path), use_cache=use_cache)
   fns = llama_functions(ckpt.spec, dtype=jnp.dtype(dtype))
   params = gguf_params(ckpt, fns, dtype=jnp.dtype(dtype))
   return PretrainedLM(fns, params, Tokenizer(ckpt.tokenizer), ckpt.spec,
                       dtype=jnp.dtype(dtype), mesh=mesh)
+
+
+def random_pretrained(name_or_path: str = DEFAULT_MODEL, *, seed: int = 0,
+                      **sizes: int) -> PretrainedLM:
+  """A randomly initialised model of a GGUF file's architecture, with its real tokenizer and
+  chat template and the `LlamaSpec` fields in `sizes` replaced (e.g. num_layers=2,
+  d_model=64): fast stand-ins for tests and smoke runs, never for results (host-side)."""
+  ckpt = read_checkpoint(_path(name_or_path), use_cache=True)
+  unknown = set(sizes) - {f.name for f in dataclasses.fields(LlamaSpec)}
+  if unknown:
+    raise ValueError(f"unknown LlamaSpec fields {sorted(unknown)}")
+  spec = dataclasses.replace(ckpt.spec, **sizes)
+  fns = llama_functions(spec)
+  return PretrainedLM(fns, fns.init_params(jax.random.key(seed)), Tokenizer(ckpt.tokenizer),
+                      spec)

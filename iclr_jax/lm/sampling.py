@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -94,7 +95,8 @@ def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key
 
 def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.Array,
                       key: jax.Array, *, max_new_tokens: int, stop_ids=(), pad_id: int = 0,
-                      temperature: float = 1.0, top_p: float = 1.0):
+                      temperature: float = 1.0, top_p: float = 1.0,
+                      rewrite: tuple[Callable, Any] | None = None):
   """Prefill a ragged batch of prompts once, then decode token by token from a KV cache.
 
   Pure and jit-compatible (`lax.while_loop`, which also stops early once every row has
@@ -109,6 +111,9 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
     key: PRNG key; temperature, top_p: see `sample_logits` (may be traced).
     max_new_tokens: static, >= 1. stop_ids: token ids that end a row (the stop token is
       kept in the output; later positions hold `pad_id`).
+    rewrite: optional (fn, state0): `fn(step int, tokens int [b], state) -> (tokens, state)`
+      replaces the sampled tokens of each step before they are emitted and fed back (e.g.
+      forcing tokens, as oracle routing does); `state0` is its initial state (a pytree).
 
   Returns:
     (tokens int32 [b, max_new_tokens], num_new int32 [b]: tokens before the stop token, or
@@ -120,6 +125,8 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
   logits, cache = step_fn(prompt, positions, cache, lengths - 1)
   tok = sample_logits(jax.random.fold_in(key, 0), logits, temperature=temperature,
                       top_p=top_p)
+  fix, state = rewrite if rewrite is not None else (lambda i, t, st: (t, st), ())
+  tok, state = fix(0, tok, state)
   out = jnp.full((b, max_new_tokens), pad_id, jnp.int32).at[:, 0].set(tok)
   done = jnp.isin(tok, stops)
   num_new = jnp.where(done, 0, max_new_tokens)
@@ -129,16 +136,17 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
     return (i < max_new_tokens) & ~jnp.all(done)
 
   def body(carry):
-    i, cache, tok, done, out, num_new = carry
+    i, cache, tok, done, out, num_new, state = carry
     logits, cache = step_fn(tok[:, None], (lengths + i - 1)[:, None], cache, first)
     new = sample_logits(jax.random.fold_in(key, i), logits, temperature=temperature,
                         top_p=top_p)
+    new, state = fix(i, new, state)
     new = jnp.where(done, pad_id, new)
     out = jax.lax.dynamic_update_index_in_dim(out, new, i, axis=1)
     stop = ~done & jnp.isin(new, stops)
-    return i + 1, cache, new, done | stop, out, jnp.where(stop, i, num_new)
+    return i + 1, cache, new, done | stop, out, jnp.where(stop, i, num_new), state
 
   first = jnp.zeros((b,), jnp.int32)
-  carry = (jnp.int32(1), cache, tok, done, out, num_new)
-  _, _, _, _, out, num_new = jax.lax.while_loop(cond, body, carry)
+  carry = (jnp.int32(1), cache, tok, done, out, num_new, state)
+  _, _, _, _, out, num_new, _ = jax.lax.while_loop(cond, body, carry)
   return out, num_new.astype(jnp.int32)

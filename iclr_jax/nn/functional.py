@@ -7,7 +7,8 @@
 
 `decoder_lm` builds the shared transformer LM from a model spec (a mapping with d_model,
 num_layers, num_heads, mlp_ratio, norm, attention, attention_options, tie_embeddings, dtype).
-`decode` samples from a DecoderLM's parameters with its KV cache.
+`decode` samples from a DecoderLM's parameters with its KV cache; `frozen_backbone` gives the
+DecoderLM as functions of input embeddings (what `iclr_jax.memory` builds on).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from iclr_jax.lm.sampling import decode_with_cache
+from iclr_jax.memory.model import Backbone
 from iclr_jax.nn import kv_cache
 from iclr_jax.nn.transformer import DecoderLM
 
@@ -85,3 +87,22 @@ def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
   return decode_with_cache(model.cached, cache, prompt, lengths, key,
                            max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=pad_id,
                            temperature=temperature, top_p=top_p)
+
+
+def frozen_backbone(fns: ModelFunctions, params, *, cache_dtype=jnp.float32) -> Backbone:
+  """A `DecoderLM` (its `ModelFunctions` and parameters) as a `memory.Backbone`: embedding
+  table, head kernel, and the forward / cached forward from input embeddings. Call it inside
+  the jitted function that receives `params`; gradients never reach `params` unless taken."""
+  model = fns.module(params)
+  num_kv, head_dim = model.kv_shape
+  kernel, bias = model.head_weights()
+  if bias is not None:
+    raise ValueError("frozen_backbone needs a head without bias")
+
+  def new_cache(batch, capacity):
+    return kv_cache.init_cache(num_layers=model.num_layers, batch=batch, capacity=capacity,
+                               num_kv_heads=num_kv, head_dim=head_dim, dtype=cache_dtype)
+
+  return Backbone(embedding=model.embed.embedding[...], kernel=kernel,
+                  hidden=model.hidden_of_embeddings, cached_hidden=model.cached_hidden,
+                  new_cache=new_cache)

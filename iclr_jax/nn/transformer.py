@@ -211,9 +211,15 @@ class DecoderLM(nnx.Module):
       (logits float32 [batch, s, vocab_size], or [batch, vocab_size] with `select`; the cache
       with these tokens written).
     """
+    h, cache = self.cached_hidden(self.embed_tokens(tokens), positions, cache, select)
+    return self.logits(h), cache
+
+  def cached_hidden(self, x: jax.Array, positions: jax.Array, cache: kv_cache.KVCache,
+                    select: jax.Array | None = None) -> tuple[jax.Array, kv_cache.KVCache]:
+    """`cached` from input embeddings x [batch, s, d_model] to final-normalised hidden
+    states ([batch, s, d_model], or [batch, d_model] with `select`) instead of logits."""
     if len(cache.keys) != len(self.blocks):
       raise ValueError(f"cache has {len(cache.keys)} layers, the model {len(self.blocks)}")
-    x = self.embed_tokens(tokens)
     keys, values = [], []
     for block, k, v in zip(self.blocks, cache.keys, cache.values):
       x, k, v = block.cached(x, positions, k, v)
@@ -221,12 +227,15 @@ class DecoderLM(nnx.Module):
       values.append(v)
     if select is not None:
       x = x[jnp.arange(x.shape[0]), select]
-    return self.logits(self.final_norm(x)), kv_cache.KVCache(tuple(keys), tuple(values))
+    return self.final_norm(x), kv_cache.KVCache(tuple(keys), tuple(values))
 
   def hidden(self, tokens: jax.Array) -> jax.Array:
     """The final-normalised hidden states [batch, seq, d_model] (the head's input)."""
-    x = self.embed_tokens(tokens)
-    positions = jnp.arange(tokens.shape[1])
+    return self.hidden_of_embeddings(self.embed_tokens(tokens))
+
+  def hidden_of_embeddings(self, x: jax.Array) -> jax.Array:
+    """`hidden` from input embeddings x [batch, seq, d_model] (positions 0..seq-1)."""
+    positions = jnp.arange(x.shape[1])
     for block in self.blocks:
       x = block(x, positions)
     return self.final_norm(x)

@@ -41,9 +41,10 @@ def test_sample_loss_estimates_the_sample_free_loss(rng):
   for metric in ("oblique", "orthogonal"):
     free = T.loss_fn(params, x, y, b, None, fns=fns, task=task, model=T.Model("crps", metric))
     sampled = T.loss_fn(params, x, y, b, jax.random.key(2), fns=fns, task=task,
-                        model=T.Model("sample_crps", metric, 10_000))
-    # fair CRPS is unbiased; 10k draws of 96 coordinates: MC error well under 1%
-    np.testing.assert_allclose(sampled, free, rtol=0.01)
+                        model=T.Model("sample_crps", metric, 2_000))
+    # fair CRPS is unbiased; with 2k draws the relative error over 12 keys had a std of
+    # 0.07% (oblique), so 0.5% is about seven standard errors
+    np.testing.assert_allclose(sampled, free, rtol=0.005)
 
 
 def test_evaluation_constraint_errors(rng):

@@ -1,0 +1,107 @@
+"""A frozen backbone with a memory bank: the forward pass, TokMem's loss and decoding.
+
+The backbone is given as arrays and pure functions (`Backbone`), so this module holds no
+model code: `iclr_jax.nn.frozen_backbone(fns, params)` builds one from a `DecoderLM`'s
+parameters. Build it inside your jitted function from the parameters passed as an argument
+(closing over concrete weights would bake them into the program as constants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from iclr_jax.lm.sampling import decode_with_cache
+from iclr_jax.memory.bank import (MemoryBank, embed_with_memory, logits_with_memory,
+                                  tokmem_loss)
+
+
+class Backbone(NamedTuple):
+  """A frozen causal LM seen as functions of input embeddings.
+
+  embedding: [V, d] token embeddings; kernel: [d, V] the output head (logits = h @ kernel).
+  hidden: `x [b, s, d] -> [b, s, d]` final-normalised hidden states (causal, positions 0..s-1).
+  cached_hidden: `(x [b, s, d], positions int [b, s], cache, select int [b] | None) ->
+    (hidden [b, s, d] or [b, d] at step `select`, cache)`.
+  new_cache: `(batch, capacity) -> cache`, an empty KV cache.
+  """
+  embedding: jax.Array
+  kernel: jax.Array
+  hidden: Callable[[jax.Array], jax.Array]
+  cached_hidden: Callable[..., tuple[jax.Array, Any]]
+  new_cache: Callable[[int, int], Any]
+
+
+def memory_logits(backbone: Backbone, bank: MemoryBank, tokens: jax.Array, *,
+                  readout: bool = True) -> jax.Array:
+  """tokens int [b, s] over V + l ids -> float32 logits [b, s, V + l] (one causal forward;
+  [b, s, V] with `readout=False`)."""
+  h = backbone.hidden(embed_with_memory(backbone.embedding, bank, tokens))
+  return logits_with_memory(h, backbone.kernel, bank, readout=readout)
+
+
+def memory_loss(backbone: Backbone, bank: MemoryBank, tokens: jax.Array,
+                query_lengths: jax.Array, lengths: jax.Array, *,
+                chunk_size: int | None = 512, readout: bool = True
+                ) -> tuple[jax.Array, jax.Array]:
+  """TokMem's loss of training rows `[query, m_i, response, end]` (see `bank.tokmem_loss`):
+  (mean cross-entropy over every position after the query, number of such positions)."""
+  h = backbone.hidden(embed_with_memory(backbone.embedding, bank, tokens))
+  return tokmem_loss(h, backbone.kernel, bank, tokens, query_lengths, lengths,
+                     chunk_size=chunk_size, readout=readout)
+
+
+def memory_step_fn(backbone: Backbone, bank: MemoryBank, *, readout: bool = True
+                   ) -> Callable:
+  """A `decode_with_cache` step over the extended vocabulary (over V with `readout=False`)."""
+  def step(tokens, positions, cache, select):
+    x = embed_with_memory(backbone.embedding, bank, tokens)
+    h, cache = backbone.cached_hidden(x, positions, cache, select)
+    return logits_with_memory(h, backbone.kernel, bank, readout=readout), cache
+  return step
+
+
+def oracle_rewrite(oracle: jax.Array, vocab_size: int) -> tuple[Callable, jax.Array]:
+  """A `decode_with_cache` token rewrite for oracle routing: the first new token of row b is
+  `oracle[b, 0]`; each later memory token the model emits is replaced by the row's next
+  oracle id (`oracle` int [b, k]; entries < 0 are never used). Returns (rewrite, state0)."""
+  k = oracle.shape[1]
+
+  def rewrite(step, tok, used):
+    is_memory = (tok >= vocab_size) | (step == 0)
+    take = jnp.take_along_axis(oracle, jnp.minimum(used, k - 1)[:, None], axis=1)[:, 0]
+    replace = is_memory & (used < k) & (take >= 0)
+    return jnp.where(replace, take, tok), used + replace.astype(jnp.int32)
+
+  return rewrite, jnp.zeros((oracle.shape[0],), jnp.int32)
+
+
+def generate_with_memory(backbone: Backbone, bank: MemoryBank, prompt: jax.Array,
+                         lengths: jax.Array, key: jax.Array, *, max_new_tokens: int,
+                         capacity: int | None = None, stop_ids=(), pad_id: int = 0,
+                         temperature: float = 0.0, top_p: float = 1.0,
+                         oracle: jax.Array | None = None, readout: bool = True):
+  """Cached decoding over the extended vocabulary (pure; jit with the sizes static).
+
+  With `oracle=None` the model routes itself: a memory id is generated only when it wins the
+  argmax (or the sample) over all V + l logits. With `oracle` int [b, k] the memory tokens
+  are forced (see `oracle_rewrite`), the routing ablation. `readout=False`: memories are
+  input-only (soft prompts in `prompt`) and only vocabulary ids are generated.
+
+  Returns (tokens int32 [b, max_new_tokens], num_new int32 [b]) as `decode_with_cache`.
+  """
+  b, p = prompt.shape
+  capacity = p + max_new_tokens if capacity is None else capacity
+  rewrite = None
+  if oracle is not None:
+    if oracle.ndim != 2 or oracle.shape[0] != b:
+      raise ValueError(f"oracle must be int [batch={b}, k], got shape {oracle.shape}")
+    rewrite = oracle_rewrite(oracle, backbone.embedding.shape[0])
+  return decode_with_cache(memory_step_fn(backbone, bank, readout=readout),
+                           backbone.new_cache(b, capacity),
+                           prompt, lengths, key, max_new_tokens=max_new_tokens,
+                           stop_ids=stop_ids, pad_id=pad_id, temperature=temperature,
+                           top_p=top_p, rewrite=rewrite)

@@ -1,0 +1,1 @@
+"""TokMem: procedural memory tokens on the frozen pretrained LLM."""

@@ -1,0 +1,213 @@
+"""The methods compared on procedural recall, each `(runner, procedures, settings, seed,
+ckpt_dir) -> metrics`, in one table (`METHODS`).
+
+- tokmem / tokmem_decoupled: one memory row per procedure (tied / separate input and output
+  rows), trained on the training examples; evaluated with the model routing itself and with
+  oracle routing.
+- query_only: the frozen model on the query alone.
+- instruction / instruction_fewshot: the procedure's instruction as a system turn (the oracle
+  retrieval), without / with `shots` worked examples.
+- tfidf / bm25: the training query nearest to the test query picks a procedure, whose
+  instruction and `shots` examples are put in the prompt (retrieval-augmented prompting).
+- lora: LoRA adapters on every layer's fused q/k/v projection, rank chosen so the trainable
+  parameters are at least TokMem's (l × d); trained on the same rows without memory tokens.
+- prompt_tuning: `soft_tokens` shared soft-prompt rows after the assistant header.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from iclr_jax import memory
+from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
+from iclr_jax.recipes.memory import procedural as P
+from iclr_jax.recipes.memory.runner import Runner
+
+QKV = r"blocks/\d+/attn/qkv/kernel"
+
+
+def _score(runner: Runner, outputs, targets, indices, *, vocab_routing=None) -> dict:
+  texts = [runner.decode(o) for o in outputs]
+  em = np.array([P.exact_match(p, t) for p, t in zip(texts, targets)])
+  out = {"exact_match": float(em.mean()), "rouge_l": float(P.rouge_l(texts, targets).mean()),
+         "num_test": len(targets)}
+  if vocab_routing is not None:
+    out["routing_accuracy"] = float(np.mean(vocab_routing == np.asarray(indices)))
+  return out
+
+
+def _prompts(runner, test, *, instruction=None, demos=None):
+  return [runner.encode(P.chat_prompt(q, instruction=None if instruction is None else
+                                      instruction(i), demos=() if demos is None else demos(i)))
+          for i, q, _ in test]
+
+
+def _prompt_method(runner, procedures, settings, *, instruction, shots, retriever=None):
+  test = P.examples(procedures, "test")
+  routed = None
+  if retriever is not None:
+    train = P.examples(procedures, "train")
+    routed = P.Retriever(retriever, [q for _, q, _ in train], [i for i, _, _ in train])(
+        [q for _, q, _ in test])
+  pick = (lambda j: j) if routed is None else (lambda j: int(routed[j]))
+  rows = [(pick(j), q, a) for j, (_, q, a) in enumerate(test)]
+  prompts = _prompts(
+      runner, rows,
+      instruction=(lambda i: procedures[i].instruction) if instruction else None,
+      demos=(lambda i: procedures[i].train[:shots]) if shots else None)
+  start = time.time()
+  out = runner.generate(prompts)
+  metrics = _score(runner, out, [a for *_, a in test], [i for i, *_ in test],
+                   vocab_routing=routed)
+  return dict(metrics, trainable_params=0, prompt_tokens=float(np.mean([len(p) for p in
+                                                                        prompts])),
+              eval_seconds=time.time() - start)
+
+
+def query_only(runner, procedures, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, settings, instruction=False, shots=0)
+
+
+def instruction(runner, procedures, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, settings, instruction=True, shots=0)
+
+
+def instruction_fewshot(runner, procedures, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, settings, instruction=True, shots=settings.shots)
+
+
+def tfidf(runner, procedures, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, settings, instruction=True, shots=settings.shots,
+                        retriever="tfidf")
+
+
+def bm25(runner, procedures, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, settings, instruction=True, shots=settings.shots,
+                        retriever="bm25")
+
+
+def memory_rows(runner, procedures, ids):
+  """TokMem rows `[query, m_i, answer, end]` of every training example."""
+  train = P.examples(procedures, "train")
+  queries = [runner.encode(P.user_turn(q)) for _, q, _ in train]
+  answers = [runner.encode(a) for *_, a in train]
+  length = _round_up(max(len(q) + len(a) for q, a in zip(queries, answers)) + 2, 16)
+  return memory.training_rows(queries, [[ids[i]] for i, _, _ in train],
+                              [[a] for a in answers], runner.end_id,
+                              vocab_size=runner.vocab_size,
+                              num_memories=max(ids) - runner.vocab_size + 1, length=length)
+
+
+def plain_rows(runner, procedures, *, soft=()):
+  """Rows `[query, soft..., answer, end]` (no memory token; the loss starts at the answer)."""
+  train = P.examples(procedures, "train")
+  queries = [runner.encode(P.user_turn(q)) + list(soft) for _, q, _ in train]
+  answers = [runner.encode(a) + [runner.end_id] for *_, a in train]
+  length = _round_up(max(len(q) + len(a) for q, a in zip(queries, answers)), 16)
+  tokens = np.zeros((len(train), length), np.int32)
+  for r, (q, a) in enumerate(zip(queries, answers)):
+    tokens[r, :len(q) + len(a)] = q + a
+  return (tokens, np.array([len(q) for q in queries], np.int32),
+          np.array([len(q) + len(a) for q, a in zip(queries, answers)], np.int32))
+
+
+def _round_up(n, m):
+  return -(-n // m) * m
+
+
+def train_bank(runner, rows, bank0, settings, seed, ckpt_dir, *, frozen=None, readout=True,
+               renormalize=False, lr=None):
+  steps = settings.epochs * -(-len(rows[0]) // runner.batch_size)
+  opt = memory.tokmem_optimizer(learning_rate=lr or settings.lr, total_steps=steps,
+                                weight_decay=settings.weight_decay)
+  step = runner.bank_step(opt, frozen, readout=readout, renormalize=renormalize)
+  state, log = runner.fit(step, memory.init_train_state(bank0, opt), rows,
+                          epochs=settings.epochs, seed=seed, ckpt_dir=ckpt_dir)
+  return state.rows, log
+
+
+def evaluate_tokmem(runner, procedures, bank, ids, *, oracle=True) -> dict:
+  test = P.examples(procedures, "test")
+  prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
+  targets, idx = [a for *_, a in test], [i for i, *_ in test]
+  start = time.time()
+  out = runner.generate(prompts, bank=bank)
+  first = np.array([o[0] if o else -1 for o in out])
+  routed = np.array([ids.index(t) if t in ids else -1 for t in first])
+  metrics = _score(runner, out, targets, idx, vocab_routing=routed)
+  metrics["eval_seconds"] = time.time() - start
+  if oracle:
+    forced = runner.generate(prompts, bank=bank, oracle=[[ids[i]] for i in idx])
+    o = _score(runner, forced, targets, idx)
+    metrics.update(oracle_exact_match=o["exact_match"], oracle_rouge_l=o["rouge_l"])
+  metrics["prompt_tokens"] = float(np.mean([len(p) for p in prompts]))
+  return metrics
+
+
+def _tokmem(runner, procedures, settings, seed, ckpt_dir, *, decoupled):
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procedures])
+  bank0 = memory.init_bank(jax.random.key(seed), runner.lm.params["embed"]["embedding"][...],
+                           len(ids), decoupled=decoupled)
+  bank, log = train_bank(runner, memory_rows(runner, procedures, ids), bank0, settings, seed,
+                         ckpt_dir)
+  params = sum(int(x.size) for x in jax.tree.leaves(bank))
+  return dict(evaluate_tokmem(runner, procedures, bank, ids), trainable_params=params, **log)
+
+
+def tokmem(runner, procedures, settings, seed, ckpt_dir):
+  return _tokmem(runner, procedures, settings, seed, ckpt_dir, decoupled=False)
+
+
+def tokmem_decoupled(runner, procedures, settings, seed, ckpt_dir):
+  return _tokmem(runner, procedures, settings, seed, ckpt_dir, decoupled=True)
+
+
+def prompt_tuning(runner, procedures, settings, seed, ckpt_dir):
+  n = settings.soft_tokens
+  soft = [runner.vocab_size + i for i in range(n)]
+  bank0 = memory.init_bank(jax.random.key(seed), runner.lm.params["embed"]["embedding"][...], n)
+  bank, log = train_bank(runner, plain_rows(runner, procedures, soft=soft), bank0,
+                         settings, seed, ckpt_dir, readout=False)
+  test = P.examples(procedures, "test")
+  prompts = [runner.encode(P.user_turn(q)) + soft for _, q, _ in test]
+  start = time.time()
+  out = runner.generate(prompts, bank=bank, readout=False)
+  metrics = _score(runner, out, [a for *_, a in test], [i for i, *_ in test])
+  return dict(metrics, trainable_params=n * bank.inputs.shape[1], eval_seconds=time.time() -
+              start, prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
+
+
+def lora_rank(runner, num_procedures: int) -> int:
+  """The smallest rank whose adapters hold at least TokMem's num_procedures × d numbers."""
+  one = lora_num_params(init_lora(jax.random.key(0), runner.lm.params, [QKV], rank=1))
+  return max(1, -(-num_procedures * runner.lm.spec.d_model // one))
+
+
+def lora(runner, procedures, settings, seed, ckpt_dir):
+  rank = lora_rank(runner, len(procedures))
+  adapters = init_lora(jax.random.key(seed), runner.lm.params, [QKV], rank=rank)
+  rows = plain_rows(runner, procedures)
+  steps = settings.epochs * -(-len(rows[0]) // runner.batch_size)
+  opt = memory.tokmem_optimizer(learning_rate=settings.lora_lr, total_steps=steps,
+                                weight_decay=settings.weight_decay)
+  step = runner.lora_step(opt, alpha=settings.lora_alpha)
+  state, log = runner.fit(step, (adapters, opt.init(adapters), np.int32(0)), rows,
+                          epochs=settings.epochs, seed=seed, ckpt_dir=ckpt_dir)
+  merged = jax.jit(merge_lora, static_argnames="alpha")(runner.lm.params, state[0],
+                                                         alpha=settings.lora_alpha)
+  test = P.examples(procedures, "test")
+  prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
+  start = time.time()
+  out = runner.generate(prompts, params=merged)
+  metrics = _score(runner, out, [a for *_, a in test], [i for i, *_ in test])
+  return dict(metrics, trainable_params=lora_num_params(state[0]), lora_rank=rank,
+              eval_seconds=time.time() - start,
+              prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
+
+
+METHODS = {f.__name__: f for f in (query_only, instruction, instruction_fewshot, tfidf, bm25,
+                                   tokmem, tokmem_decoupled, lora, prompt_tuning)}

@@ -1,0 +1,127 @@
+"""TokMem on the pretrained SmolLM2-135M-Instruct: procedural recall against prompting,
+retrieval, LoRA and prompt tuning; continual rounds with and without renormalisation.
+
+Atomic recall: for each scale in `config.scales` (number of procedures) and seed, every
+method of `config.methods` (see `methods.METHODS`) is trained (if it trains) on the train
+examples of all procedures and scored on their held-out inputs: routing accuracy (TokMem:
+its first generated token is the procedure's memory; retrieval: the retrieved procedure),
+exact match, ROUGE-L; trainable parameters and prompt tokens per query.
+
+Continual: `config.continual.rounds` rounds of `per_round` new procedures; each round trains
+only its new rows (earlier rows frozen), with and without renormalising them to the mean norm
+of the earlier rows; after every round all procedures seen so far are scored.
+
+Outputs in the workdir: results.jsonl (unit = experiment × scale × method × seed; a killed
+run resumes after the last finished unit, and inside a unit from its last checkpoint),
+table.md, table.json, summary.json, forgetting.png.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+from absl import logging
+
+from iclr_jax import memory
+from iclr_jax.datasets.procedures import procedure_set
+from iclr_jax.errors import ConfigError
+from iclr_jax.llm import load_pretrained, random_pretrained
+from iclr_jax.recipes.memory import methods as M
+from iclr_jax.recipes.memory import tokmem_report
+from iclr_jax.recipes.memory.runner import Runner
+from iclr_jax.train.study import Study
+
+
+def _check_config(config) -> None:
+  unknown = [m for m in config.methods if m not in M.METHODS]
+  if unknown:
+    raise ConfigError(f"config.methods: {unknown} not in {sorted(M.METHODS)}")
+  if not config.scales and not config.continual.rounds:
+    raise ConfigError("config.scales is empty and config.continual.rounds is 0: nothing to run")
+  if config.train.epochs < 1 or config.train.batch_size < 1 or config.seeds < 1:
+    raise ConfigError("config.train.epochs, config.train.batch_size and config.seeds must "
+                      "be >= 1")
+
+
+def _procedures(config, num):
+  d = config.data
+  return procedure_set(num, num_train=d.num_train, num_test=d.num_test, seed=d.seed,
+                       max_ops=d.max_ops)
+
+
+def _continual(runner, config, seed, renorm, unit_dir):
+  """Rows per (round trained, round scored)."""
+  c = config.continual
+  procs = _procedures(config, c.rounds * c.per_round)
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  frozen, rows = None, []
+  for r in range(c.rounds):
+    new = procs[r * c.per_round:(r + 1) * c.per_round]
+    reg.add_round([p.name for p in new])
+    seen = procs[:(r + 1) * c.per_round]
+    ids = [reg.id_of(p.name) for p in seen]
+    bank0 = memory.init_bank(jax.random.fold_in(jax.random.key(seed), r), embedding, len(new))
+    trained, log = M.train_bank(runner, M.memory_rows(runner, new, ids[-len(new):]), bank0,
+                                config.train, seed, os.path.join(unit_dir, f"r{r}"),
+                                frozen=frozen, renormalize=renorm and frozen is not None)
+    frozen = trained if frozen is None else memory.concat_banks(frozen, trained)
+    for e in range(r + 1):
+      part = procs[e * c.per_round:(e + 1) * c.per_round]
+      scores = _score_subset(runner, seen, part, frozen, ids)
+      rows.append(dict(round=r, scored_round=e, train_seconds_round=log["train_seconds"],
+                       **scores))
+    logging.info("continual renorm=%s round %d: %s", renorm, r,
+                 [round(x["exact_match"], 3) for x in rows if x["round"] == r])
+  return rows
+
+
+def _score_subset(runner, seen, part, bank, ids):
+  offset = seen.index(part[0])
+  sub_ids = ids[offset:offset + len(part)]
+  scores = M.evaluate_tokmem(runner, part, bank, sub_ids, oracle=False)
+  return {k: scores[k] for k in ("routing_accuracy", "exact_match", "rouge_l")}
+
+
+def train_and_evaluate(config, workdir: str):
+  """Runs every missing unit, then writes the tables, summary and figure."""
+  _check_config(config)
+  os.makedirs(workdir, exist_ok=True)
+  study = Study(workdir, key=("experiment", "scale", "method", "seed"))
+  sizes = dict(config.get("random_model_sizes") or {})
+  lm = (random_pretrained(config.model, **sizes) if sizes else  # smoke runs only
+        load_pretrained(config.model, dtype=config.dtype))
+  t = config.train
+  runner = Runner(lm, batch_size=t.batch_size, eval_batch_size=config.eval_batch_size,
+                  max_new_tokens=config.max_new_tokens, checkpoint_every=t.checkpoint_every)
+  start = time.time()
+  for scale in config.scales:
+    procedures = None
+    for seed in range(config.seeds):
+      for method in config.methods:
+        if study.done(experiment="atomic", scale=scale, method=method, seed=seed):
+          continue
+        procedures = procedures or _procedures(config, scale)
+        t0 = time.time()
+        unit_dir = os.path.join(workdir, "units", f"atomic_{scale}_{method}_{seed}")
+        row = M.METHODS[method](runner, procedures, t, seed, unit_dir)
+        study.record([dict(experiment="atomic", scale=scale, method=method, seed=seed,
+                           unit_seconds=time.time() - t0, **row)])
+        logging.info("atomic %d %s seed %d: EM %.3f ROUGE-L %.3f in %.0f s", scale, method,
+                     seed, row["exact_match"], row["rouge_l"], time.time() - t0)
+  c = config.continual
+  for seed in range(config.seeds if c.rounds else 0):
+    for renorm in (False, True):
+      method = "tokmem_renorm" if renorm else "tokmem"
+      if study.done(experiment="continual", scale=c.per_round, method=method, seed=seed):
+        continue
+      t0 = time.time()
+      unit_dir = os.path.join(workdir, "units", f"continual_{method}_{seed}")
+      rows = _continual(runner, config, seed, renorm, unit_dir)
+      study.record([dict(experiment="continual", scale=c.per_round, method=method, seed=seed,
+                         unit_seconds=time.time() - t0, **r) for r in rows])
+  summary = tokmem_report.write(workdir, study.rows)
+  summary["seconds_this_run"] = time.time() - start
+  return summary

@@ -1,0 +1,88 @@
+"""Tables, summary and forgetting figure of the TokMem study (host-side)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from iclr_jax.train.loop import write_json
+from iclr_jax.train.study import figure, markdown_table, mean_std, pm
+
+ATOMIC = ("exact_match", "rouge_l", "trainable_params", "prompt_tokens")
+
+
+def _cell(metric, digits=3):
+  def cell(r):
+    return "–" if r.get(metric) is None else pm(metric, digits)(r)
+  return cell
+
+
+def atomic_table(rows: Sequence[dict]) -> list[dict]:
+  rows = [r for r in rows if r["experiment"] == "atomic"]
+  out = mean_std(rows, by=("scale", "method"), metrics=ATOMIC)
+  for agg in out:
+    for extra in ("routing_accuracy", "oracle_exact_match", "train_seconds"):
+      sel = [r for r in rows if r["scale"] == agg["scale"] and r["method"] == agg["method"]
+             and r.get(extra) is not None]
+      if sel:
+        agg.update(mean_std(sel, by=("method",), metrics=(extra,))[0])
+  return out
+
+
+def continual_table(rows: Sequence[dict]) -> list[dict]:
+  rows = [r for r in rows if r["experiment"] == "continual"]
+  return mean_std(rows, by=("method", "round", "scored_round"),
+                  metrics=("routing_accuracy", "exact_match", "rouge_l"))
+
+
+ATOMIC_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "{seeds}"),
+                  ("routing acc.", _cell("routing_accuracy")),
+                  ("exact match", _cell("exact_match")), ("ROUGE-L", _cell("rouge_l")),
+                  ("EM, oracle routing", _cell("oracle_exact_match")),
+                  ("trainable params", "{trainable_params:.0f}"),
+                  ("prompt tokens", "{prompt_tokens:.1f}"),
+                  ("train s", _cell("train_seconds", 0))]
+CONTINUAL_COLUMNS = [("method", "{method}"), ("after round", "{round}"),
+                     ("scored round", "{scored_round}"),
+                     ("routing acc.", _cell("routing_accuracy")),
+                     ("exact match", _cell("exact_match")), ("ROUGE-L", _cell("rouge_l"))]
+
+
+def summary(rows: Sequence[dict]) -> dict:
+  out = {}
+  for agg in atomic_table(rows):
+    out.setdefault(f"atomic_{agg['scale']}", {})[agg["method"]] = {
+        k: agg.get(k) for k in ("exact_match", "rouge_l", "routing_accuracy",
+                                "oracle_exact_match", "trainable_params", "prompt_tokens")}
+  cont = continual_table(rows)
+  for method in dict.fromkeys(r["method"] for r in cont):
+    first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
+    if first:
+      out.setdefault("continual", {})[method] = {
+          "round0_exact_match_by_round": [r["exact_match"] for r in first],
+          "forgetting": first[0]["exact_match"] - first[-1]["exact_match"]}
+  return out
+
+
+def write(workdir: str, rows: Sequence[dict]) -> dict:
+  parts = []
+  atomic = atomic_table(rows)
+  if atomic:
+    parts += ["## Atomic recall", markdown_table(atomic, ATOMIC_COLUMNS)]
+  cont = continual_table(rows)
+  if cont:
+    parts += ["## Continual rounds", markdown_table(cont, CONTINUAL_COLUMNS)]
+    with figure(os.path.join(workdir, "forgetting.png"), figsize=(6, 4)) as ax:
+      for method in dict.fromkeys(r["method"] for r in cont):
+        first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
+        ax.plot([r["round"] for r in first], [r["exact_match"] for r in first], "o-",
+                label=method)
+      ax.set_xlabel("after training round")
+      ax.set_ylabel("exact match on round-0 procedures")
+      ax.legend()
+  with open(os.path.join(workdir, "table.md"), "w") as f:
+    f.write("\n\n".join(parts) + "\n")
+  write_json(workdir, "table.json", {"atomic": atomic, "continual": cont})
+  result = summary(rows)
+  write_json(workdir, "summary.json", result)
+  return result

@@ -1,0 +1,104 @@
+"""The TokMem recipe on a random 2-layer model with SmolLM2's tokenizer: training resumes
+mid-run with nothing lost, retrieval routes by the nearest training query, LoRA's rank
+reaches TokMem's parameter count, and the smoke run writes finite rows and skips finished
+units on a restart."""
+
+import json
+import os
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from iclr_jax import memory
+from iclr_jax.datasets.procedures import procedure_set
+from iclr_jax.llm import random_pretrained
+from iclr_jax.recipes.memory import methods as M
+from iclr_jax.recipes.memory import procedural as P
+from iclr_jax.recipes.memory import tokmem
+from iclr_jax.recipes.memory.runner import Runner
+from tests.recipes.config_files import smoke_config
+
+SIZES = dict(num_layers=2, d_model=64, num_heads=4, num_kv_heads=2, mlp_hidden=128)
+
+
+@pytest.fixture(scope="module")
+def runner():
+  return Runner(random_pretrained(**SIZES), batch_size=2, eval_batch_size=4, max_new_tokens=4,
+                checkpoint_every=1)
+
+
+class _Killed(Exception):
+  pass
+
+
+def test_a_killed_training_run_resumes_and_loses_nothing(runner, tmp_path):
+  procs = procedure_set(3, num_train=2, num_test=1, max_ops=1)
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procs])
+  rows = M.memory_rows(runner, procs, ids)
+  settings = smoke_config("tokmem").train
+  settings.update(epochs=2)
+  bank0 = memory.init_bank(jax.random.key(0), runner.lm.params["embed"]["embedding"][...], 3)
+  whole, log = M.train_bank(runner, rows, bank0, settings, 0, str(tmp_path / "a"))
+  assert log["train_steps"] == 6
+
+  real_step, calls = runner.bank_step, []
+
+  def dying_step(*args, **kwargs):
+    step = real_step(*args, **kwargs)
+
+    def wrapped(state, params, batch):
+      calls.append(1)
+      if len(calls) == 4:
+        raise _Killed
+      return step(state, params, batch)
+    return wrapped
+
+  runner.bank_step = dying_step
+  try:
+    with pytest.raises(_Killed):
+      M.train_bank(runner, rows, bank0, settings, 0, str(tmp_path / "b"))
+  finally:
+    runner.bank_step = real_step
+  resumed, log = M.train_bank(runner, rows, bank0, settings, 0, str(tmp_path / "b"))
+  chex.assert_trees_all_close(resumed, whole, rtol=1e-6, atol=1e-7)
+
+
+def test_retrievers_route_by_the_nearest_training_query():
+  procs = procedure_set(30, num_train=4, num_test=2, seed=0)
+  train, test = P.examples(procs, "train"), P.examples(procs, "test")
+  for kind in ("tfidf", "bm25"):
+    r = P.Retriever(kind, [q for _, q, _ in train], [i for i, _, _ in train])
+    np.testing.assert_array_equal(r([q for _, q, _ in train]), [i for i, _, _ in train])
+    assert np.mean(r([q for _, q, _ in test]) == [i for i, _, _ in test]) > 0.8
+
+
+def test_lora_rank_reaches_tokmem_parameters(runner):
+  for n in (3, 100, 1000):
+    rank = M.lora_rank(runner, n)
+    one = 2 * (64 + 128)  # rank 1 on each layer's [64, 128] fused q/k/v kernel
+    assert rank * one >= n * 64 > (rank - 1) * one
+
+
+def test_smoke_run_rows_and_resume(tmp_path):
+  config = smoke_config("tokmem")
+  summary = tokmem.train_and_evaluate(config, str(tmp_path))
+  rows = [json.loads(line) for line in open(tmp_path / "results.jsonl")]
+  atomic = [r for r in rows if r["experiment"] == "atomic"]
+  assert {r["method"] for r in atomic} == set(config.methods)
+  for r in atomic:
+    assert 0 <= r["exact_match"] <= 1 and 0 <= r["rouge_l"] <= 1 and r["num_test"] == 3
+  by = {r["method"]: r for r in atomic}
+  assert by["tokmem"]["trainable_params"] == 3 * 64
+  assert by["lora"]["trainable_params"] >= by["tokmem"]["trainable_params"]
+  assert by["tfidf"]["prompt_tokens"] > by["query_only"]["prompt_tokens"]
+  cont = [r for r in rows if r["experiment"] == "continual"]
+  assert len(cont) == 2 * 3  # (renorm off, on) × scored rounds (0), (0, 1)
+  assert set(summary) >= {"atomic_3", "continual"}
+  for name in ("table.md", "summary.json", "forgetting.png"):
+    assert os.path.getsize(tmp_path / name) > 0
+  before = os.path.getsize(tmp_path / "results.jsonl")
+  tokmem.train_and_evaluate(config, str(tmp_path))
+  assert os.path.getsize(tmp_path / "results.jsonl") == before
