@@ -1,7 +1,7 @@
 """Procedures for procedural-memory experiments: string → string programs, generated here.
 
 A procedure is a chain of one to three atomic operations on a short lowercase phrase (letter
-operations: reverse, sort, Caesar shift, dedupe, vowel removal, case flips, doubling; word
+operations: reverse, sort, Caesar shift, dedupe, vowel removal, case changes, doubling; word
 operations: reverse / sort / rotate / dedupe the words, first or last words, hyphen joins,
 initials). Each has
 
@@ -77,7 +77,8 @@ def _letter_ops() -> list[Operation]:
       Operation("no vowels", "Delete every vowel (a, e, i, o, u).",
                 lambda s: "".join(c for c in s if c.lower() not in VOWELS)),
       Operation("upper case", "Write every letter in upper case.", str.upper),
-      Operation("swap case", "Swap the case of every letter.", str.swapcase),
+      Operation("mirror each word", "Reverse the letters of each word, keeping the word "
+                "order.", _words(lambda ws: [w[::-1] for w in ws])),
       Operation("title case", "Capitalise the first letter of every word.",
                 _words(lambda ws: [w[:1].upper() + w[1:] for w in ws])),
       Operation("double letters", "Write every letter twice.",

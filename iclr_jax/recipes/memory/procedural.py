@@ -48,20 +48,20 @@ def rouge_l(predictions: Sequence[str], targets: Sequence[str]) -> np.ndarray:
 
 
 class Retriever:
-  """Nearest training query by TF-IDF cosine (scikit-learn) or BM25 (`rank-bm25`); returns
-  the index of the procedure that query belongs to."""
+  """Nearest document by TF-IDF cosine (scikit-learn) or BM25 (`rank-bm25`); calling it on
+  queries returns the label of each one's nearest document."""
 
-  def __init__(self, kind: str, queries: Sequence[str], labels: Sequence[int]):
+  def __init__(self, kind: str, documents: Sequence[str], labels: Sequence[int]):
     if kind not in ("tfidf", "bm25"):
       raise ValueError(f"retriever kind must be 'tfidf' or 'bm25', got {kind!r}")
     self.kind, self.labels = kind, np.asarray(labels)
     if kind == "tfidf":
       from sklearn.feature_extraction.text import TfidfVectorizer  # pylint: disable=import-outside-toplevel
       self._vectorizer = TfidfVectorizer(token_pattern=r"[^\s:+]+")
-      self._matrix = self._vectorizer.fit_transform(queries)
+      self._matrix = self._vectorizer.fit_transform(documents)
     else:
       from rank_bm25 import BM25Okapi  # pylint: disable=import-outside-toplevel
-      self._bm25 = BM25Okapi([self._tokens(q) for q in queries])
+      self._bm25 = BM25Okapi([self._tokens(d) for d in documents])
 
   @staticmethod
   def _tokens(text: str) -> list[str]:

@@ -90,7 +90,8 @@ class Runner:
           epochs: int, seed: int, ckpt_dir: str | None) -> tuple[object, dict]:
     """Run `step(state, params, batch) -> (state, metrics)` over `epochs` shuffled passes of
     `rows` (tokens, query_lengths, lengths) in batches of `batch_size` (the last batch of an
-    epoch is filled with rows from the start of the same order)."""
+    epoch is filled with rows from the start of the same order), each cut to its longest row
+    rounded up to 16 positions (a handful of compiled shapes)."""
     n = len(rows[0])
     per_epoch = -(-n // self.batch_size)
     total = epochs * per_epoch
@@ -106,7 +107,9 @@ class Runner:
       order = np.random.default_rng([seed, epoch]).permutation(n)
       idx = np.resize(order, per_epoch * self.batch_size)[b * self.batch_size:
                                                           (b + 1) * self.batch_size]
-      batch = memory.MemoryBatch(*(jnp.asarray(a[idx]) for a in rows))
+      width = min(_round_up(int(rows[2][idx].max()), 16), rows[0].shape[1])  # few shapes
+      batch = memory.MemoryBatch(jnp.asarray(rows[0][idx, :width]), jnp.asarray(rows[1][idx]),
+                                 jnp.asarray(rows[2][idx]))
       state, metrics = step(state, self.lm.params, batch)
       losses.append(float(metrics["loss"]))
       if not np.isfinite(losses[-1]):
