@@ -26,8 +26,8 @@ def get_config(arg=None):
   c.dtype = "float32"
   c.random_model_sizes = {}  # smoke: a random small model with the file's tokenizer
   c.seeds = 1
-  c.scales = [100]
-  c.methods = list(METHODS)
+  c.scales = (100,)  # tuples: overridable from the command line
+  c.methods = tuple(METHODS)
   c.data = dict(num_train=6, num_test=2, seed=0, max_ops=3)
   # The paper: AdamW lr 1e-3 over ~10^5 steps of batch 4. On 2 CPU cores we take ~225 steps
   # of batch 8, so the memory rows need a larger step: 0.03 (one pilot on 16 procedures:
@@ -40,8 +40,8 @@ def get_config(arg=None):
   if smoke:
     c.random_model_sizes = dict(num_layers=2, d_model=64, num_heads=4, num_kv_heads=2,
                                 mlp_hidden=128)
-    c.scales = [3]
-    c.methods = ["query_only", "tfidf", "tokmem", "lora", "prompt_tuning"]
+    c.scales = (3,)
+    c.methods = ("query_only", "tfidf", "tokmem", "lora", "prompt_tuning")
     c.data = dict(num_train=2, num_test=1, seed=0, max_ops=1)
     c.train.update(epochs=1, batch_size=2, checkpoint_every=1, soft_tokens=2)
     c.continual = dict(rounds=2, per_round=2)
