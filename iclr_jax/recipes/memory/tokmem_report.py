@@ -59,8 +59,10 @@ def summary(rows: Sequence[dict]) -> dict:
     first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
     if first:
       out.setdefault("continual", {})[method] = {
-          "round0_exact_match_by_round": [r["exact_match"] for r in first],
-          "forgetting": first[0]["exact_match"] - first[-1]["exact_match"]}
+          f"round0_{m}_by_round": [r[m] for r in first]
+          for m in ("routing_accuracy", "exact_match", "rouge_l")}
+      out["continual"][method]["forgetting_rouge_l"] = (first[0]["rouge_l"]
+                                                        - first[-1]["rouge_l"])
   return out
 
 
@@ -72,14 +74,15 @@ def write(workdir: str, rows: Sequence[dict]) -> dict:
   cont = continual_table(rows)
   if cont:
     parts += ["## Continual rounds", markdown_table(cont, CONTINUAL_COLUMNS)]
-    with figure(os.path.join(workdir, "forgetting.png"), figsize=(6, 4)) as ax:
-      for method in dict.fromkeys(r["method"] for r in cont):
-        first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
-        ax.plot([r["round"] for r in first], [r["exact_match"] for r in first], "o-",
-                label=method)
-      ax.set_xlabel("after training round")
-      ax.set_ylabel("exact match on round-0 procedures")
-      ax.legend()
+    with figure(os.path.join(workdir, "forgetting.png"), 1, 2, figsize=(10, 4)) as axes:
+      for ax, metric in zip(axes, ("routing_accuracy", "rouge_l")):
+        for method in dict.fromkeys(r["method"] for r in cont):
+          first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
+          ax.plot([r["round"] for r in first], [r[metric] for r in first], "o-",
+                  label=method)
+        ax.set_xlabel("after training round")
+        ax.set_ylabel(f"{metric} on round-0 procedures")
+        ax.legend()
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write("\n\n".join(parts) + "\n")
   write_json(workdir, "table.json", {"atomic": atomic, "continual": cont})
