@@ -80,6 +80,7 @@ def write(workdir: str, rows: Sequence[dict]) -> dict:
           first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
           ax.plot([r["round"] for r in first], [r[metric] for r in first], "o-",
                   label=method)
+        ax.set_xticks(sorted({r["round"] for r in cont}))
         ax.set_xlabel("after training round")
         ax.set_ylabel(f"{metric} on round-0 procedures")
         ax.legend()
