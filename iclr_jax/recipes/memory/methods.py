@@ -26,7 +26,7 @@ import numpy as np
 from iclr_jax import memory
 from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
 from iclr_jax.recipes.memory import procedural as P
-from iclr_jax.recipes.memory.runner import Runner
+from iclr_jax.recipes.memory.runner import Runner, round_up
 
 QKV = r"blocks/\d+/attn/qkv/kernel"
 
@@ -95,7 +95,7 @@ def memory_rows(runner, procedures, ids):
   train = P.examples(procedures, "train")
   queries = [runner.encode(P.user_turn(q)) for _, q, _ in train]
   answers = [runner.encode(a) for *_, a in train]
-  length = _round_up(max(len(q) + len(a) for q, a in zip(queries, answers)) + 2, 16)
+  length = round_up(max(len(q) + len(a) for q, a in zip(queries, answers)) + 2, 16)
   return memory.training_rows(queries, [[ids[i]] for i, _, _ in train],
                               [[a] for a in answers], runner.end_id,
                               vocab_size=runner.vocab_size,
@@ -107,16 +107,12 @@ def plain_rows(runner, procedures, *, soft=()):
   train = P.examples(procedures, "train")
   queries = [runner.encode(P.user_turn(q)) + list(soft) for _, q, _ in train]
   answers = [runner.encode(a) + [runner.end_id] for *_, a in train]
-  length = _round_up(max(len(q) + len(a) for q, a in zip(queries, answers)), 16)
+  length = round_up(max(len(q) + len(a) for q, a in zip(queries, answers)), 16)
   tokens = np.zeros((len(train), length), np.int32)
   for r, (q, a) in enumerate(zip(queries, answers)):
     tokens[r, :len(q) + len(a)] = q + a
   return (tokens, np.array([len(q) for q in queries], np.int32),
           np.array([len(q) + len(a) for q, a in zip(queries, answers)], np.int32))
-
-
-def _round_up(n, m):
-  return -(-n // m) * m
 
 
 def train_bank(runner, rows, bank0, settings, seed, ckpt_dir, *, frozen=None, readout=True,

@@ -30,7 +30,7 @@ from iclr_jax.train.checkpoint import Checkpointer
 BUCKET = 32
 
 
-def _round_up(n: int, m: int) -> int:
+def round_up(n: int, m: int) -> int:
   return -(-n // m) * m
 
 
@@ -66,7 +66,7 @@ class Runner:
     out: list[list[int]] = []
     for start in range(0, len(prompts), self.eval_batch_size):
       chunk = prompts[start:start + self.eval_batch_size]
-      length = _round_up(max(len(p) for p in chunk), BUCKET)
+      length = round_up(max(len(p) for p in chunk), BUCKET)
       tokens = np.zeros((self.eval_batch_size, length), np.int32)
       lengths = np.ones((self.eval_batch_size,), np.int32)
       for i, p in enumerate(chunk):
@@ -107,7 +107,7 @@ class Runner:
       order = np.random.default_rng([seed, epoch]).permutation(n)
       idx = np.resize(order, per_epoch * self.batch_size)[b * self.batch_size:
                                                           (b + 1) * self.batch_size]
-      width = min(_round_up(int(rows[2][idx].max()), 16), rows[0].shape[1])  # few shapes
+      width = min(round_up(int(rows[2][idx].max()), 16), rows[0].shape[1])  # few shapes
       batch = memory.MemoryBatch(jnp.asarray(rows[0][idx, :width]), jnp.asarray(rows[1][idx]),
                                  jnp.asarray(rows[2][idx]))
       state, metrics = step(state, self.lm.params, batch)
