@@ -22,6 +22,7 @@ import optax
 from absl import logging
 
 from iclr_jax import memory
+from iclr_jax.errors import NonFiniteLossError
 from iclr_jax.llm import PretrainedLM
 from iclr_jax.nn.functional import frozen_backbone
 from iclr_jax.nn.lora import merge_lora
@@ -104,16 +105,17 @@ class Runner:
     losses, start = [], time.time()
     for s in range(first, total):
       epoch, b = divmod(s, per_epoch)
-      order = np.random.default_rng([seed, epoch]).permutation(n)
-      idx = np.resize(order, per_epoch * self.batch_size)[b * self.batch_size:
-                                                          (b + 1) * self.batch_size]
+      if b == 0 or s == first:  # one shuffled (and wrapped) order per epoch
+        order = np.resize(np.random.default_rng([seed, epoch]).permutation(n),
+                          per_epoch * self.batch_size)
+      idx = order[b * self.batch_size:(b + 1) * self.batch_size]
       width = min(round_up(int(rows[2][idx].max()), 16), rows[0].shape[1])  # few shapes
       batch = memory.MemoryBatch(jnp.asarray(rows[0][idx, :width]), jnp.asarray(rows[1][idx]),
                                  jnp.asarray(rows[2][idx]))
       state, metrics = step(state, self.lm.params, batch)
       losses.append(float(metrics["loss"]))
       if not np.isfinite(losses[-1]):
-        raise FloatingPointError(f"non-finite training loss at step {s}")
+        raise NonFiniteLossError(s + 1, None if ckpt is None else ckpt.latest_step)
       if ckpt is not None:
         ckpt.save(s + 1, state, force=s + 1 == total)
       if (s + 1) % 25 == 0 or s + 1 == total:
