@@ -14,6 +14,10 @@ Procedures whose outputs agree on a fixed probe set with an earlier one are drop
 two procedures of a set compute the same function on the probes; sets are drawn from that
 deduplicated pool with a seeded shuffle (`procedure_set`), atomic operations first in the
 pool order so every set mixes chain lengths.
+
+`composition_set` draws two-step tasks from a procedure set: "<name i> then <name j>:
+<input>", answered by procedure i's output and then procedure j applied to it; the held-out
+pairs are never among the training pairs.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def _word_ops() -> list[Operation]:
 
 
 OPERATIONS = tuple(_word_ops() + _letter_ops())
+_BY_NAME = {op.name: op for op in OPERATIONS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +128,9 @@ class Procedure:
 
   def query(self, text: str) -> str:
     return f"{self.name}: {text}"
+
+  def __call__(self, text: str) -> str:
+    return apply_chain(tuple(_BY_NAME[o] for o in self.operations), text)
 
 
 def apply_chain(ops: tuple[Operation, ...], text: str) -> str:
@@ -193,3 +201,46 @@ def procedure_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
                          operations=tuple(op.name for op in chain),
                          train=examples[:num_train], test=examples[num_train:]))
   return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Composition:
+  """Two procedures in turn: `first` on the input, then `second` on that result (indices
+  into the procedure list it was drawn from). Examples are (input, (intermediate, output))."""
+  first: int
+  second: int
+  train: tuple[tuple[str, tuple[str, str]], ...]
+  test: tuple[tuple[str, tuple[str, str]], ...]
+
+  def query(self, procedures: list[Procedure], text: str) -> str:
+    return f"{procedures[self.first].name} then {procedures[self.second].name}: {text}"
+
+
+def composition_set(procedures: list[Procedure], *, num_train_pairs: int, num_test_pairs: int,
+                    num_train: int, num_test: int, seed: int = 0
+                    ) -> tuple[list[Composition], list[Composition]]:
+  """Two-step compositions of `procedures`: (training pairs, held-out pairs), ordered pairs
+  (i, j), i != j, drawn without replacement (seeded), so no held-out pair is trained on.
+  Training pairs carry `num_train` examples, held-out pairs `num_test`, on fresh inputs."""
+  n = len(procedures)
+  pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+  if num_train_pairs < 0 or num_test_pairs < 1 or num_train_pairs + num_test_pairs > len(pairs):
+    raise ValueError(f"num_train_pairs + num_test_pairs must be <= {len(pairs)} ordered pairs "
+                     f"of {n} procedures, with num_test_pairs >= 1; got {num_train_pairs} + "
+                     f"{num_test_pairs}")
+  if num_train < 1 or num_test < 1:
+    raise ValueError(f"num_train and num_test must be >= 1, got {num_train}, {num_test}")
+  rng = np.random.default_rng([seed, 2])
+  order = rng.permutation(len(pairs))
+
+  def make(k, count):
+    i, j = pairs[order[k]]
+    inputs = [_phrase(rng) for _ in range(count)]
+    steps = [(x, procedures[i](x)) for x in inputs]
+    return tuple((x, (mid, procedures[j](mid))) for x, mid in steps)
+
+  train = [Composition(*pairs[order[k]], train=make(k, num_train), test=())
+           for k in range(num_train_pairs)]
+  test = [Composition(*pairs[order[k]], train=(), test=make(k, num_test))
+          for k in range(num_train_pairs, num_train_pairs + num_test_pairs)]
+  return train, test

@@ -37,3 +37,32 @@ def test_bad_arguments():
     P.procedure_set(0, num_train=1, num_test=1)
   with pytest.raises(ValueError, match="exceeds the 21 distinct procedures"):
     P.procedure_set(22, num_train=1, num_test=1, max_ops=1)
+
+
+def test_compositions_apply_both_steps_and_hold_out_pairs():
+  procs = P.procedure_set(8, num_train=1, num_test=1, max_ops=2)
+  ops = {op.name: op for op in P.OPERATIONS}
+  train, test = P.composition_set(procs, num_train_pairs=30, num_test_pairs=10, num_train=2,
+                                  num_test=3, seed=1)
+  pairs = [(c.first, c.second) for c in train + test]
+  assert len(set(pairs)) == 40 and all(i != j for i, j in pairs)
+  assert all(len(c.train) == 2 and not c.test for c in train)
+  assert all(len(c.test) == 3 and not c.train for c in test)
+  for c in train + test:
+    for x, (mid, out) in c.train + c.test:
+      first = tuple(ops[o] for o in procs[c.first].operations)
+      second = tuple(ops[o] for o in procs[c.second].operations)
+      assert mid == P.apply_chain(first, x) and out == P.apply_chain(second, mid)
+  c = test[0]
+  assert c.query(procs, "a b") == f"{procs[c.first].name} then {procs[c.second].name}: a b"
+  again = P.composition_set(procs, num_train_pairs=30, num_test_pairs=10, num_train=2,
+                            num_test=3, seed=1)
+  assert again == (train, test)
+
+
+def test_composition_bad_arguments():
+  procs = P.procedure_set(3, num_train=1, num_test=1)
+  with pytest.raises(ValueError, match="must be <= 6 ordered pairs of 3 procedures"):
+    P.composition_set(procs, num_train_pairs=5, num_test_pairs=2, num_train=1, num_test=1)
+  with pytest.raises(ValueError, match="num_train and num_test must be >= 1"):
+    P.composition_set(procs, num_train_pairs=1, num_test_pairs=1, num_train=0, num_test=1)

@@ -90,29 +90,40 @@ def bm25(runner, procedures, settings, seed, ckpt_dir):
                         retriever="bm25")
 
 
-def memory_rows(runner, procedures, ids):
-  """TokMem rows `[query, m_i, answer, end]` of every training example."""
-  train = P.examples(procedures, "train")
-  queries = [runner.encode(P.user_turn(q)) for _, q, _ in train]
-  answers = [runner.encode(a) for *_, a in train]
-  length = round_up(max(len(q) + len(a) for q, a in zip(queries, answers)) + 2, 16)
-  return memory.training_rows(queries, [[ids[i]] for i, _, _ in train],
-                              [[a] for a in answers], runner.end_id,
-                              vocab_size=runner.vocab_size,
+def task_rows(runner, tasks, ids):
+  """TokMem rows `[query, m_i, step_1, ..., m_j, step_k, end]` of tasks (route, query,
+  steps): one memory per step, steps after the first on a new line."""
+  queries = [runner.encode(P.user_turn(q)) for _, q, _ in tasks]
+  responses = [[runner.encode(("\n" if k else "") + s) for k, s in enumerate(steps)]
+               for *_, steps in tasks]
+  length = round_up(max(len(q) + sum(len(x) + 1 for x in r) + 1
+                        for q, r in zip(queries, responses)), 16)
+  return memory.training_rows(queries, [[ids[i] for i in route] for route, *_ in tasks],
+                              responses, runner.end_id, vocab_size=runner.vocab_size,
                               num_memories=max(ids) - runner.vocab_size + 1, length=length)
 
 
-def plain_rows(runner, procedures, *, soft=()):
+def memory_rows(runner, procedures, ids):
+  """TokMem rows `[query, m_i, answer, end]` of every training example."""
+  return task_rows(runner, [((i,), q, (a,)) for i, q, a in P.examples(procedures, "train")],
+                   ids)
+
+
+def text_rows(runner, queries, answers, *, soft=()):
   """Rows `[query, soft..., answer, end]` (no memory token; the loss starts at the answer)."""
-  train = P.examples(procedures, "train")
-  queries = [runner.encode(P.user_turn(q)) + list(soft) for _, q, _ in train]
-  answers = [runner.encode(a) + [runner.end_id] for *_, a in train]
+  queries = [runner.encode(P.user_turn(q)) + list(soft) for q in queries]
+  answers = [runner.encode(a) + [runner.end_id] for a in answers]
   length = round_up(max(len(q) + len(a) for q, a in zip(queries, answers)), 16)
-  tokens = np.zeros((len(train), length), np.int32)
+  tokens = np.zeros((len(queries), length), np.int32)
   for r, (q, a) in enumerate(zip(queries, answers)):
     tokens[r, :len(q) + len(a)] = q + a
   return (tokens, np.array([len(q) for q in queries], np.int32),
           np.array([len(q) + len(a) for q, a in zip(queries, answers)], np.int32))
+
+
+def plain_rows(runner, procedures, *, soft=()):
+  train = P.examples(procedures, "train")
+  return text_rows(runner, [q for _, q, _ in train], [a for *_, a in train], soft=soft)
 
 
 def train_bank(runner, rows, bank0, settings, seed, ckpt_dir, *, frozen=None, readout=True,
@@ -184,10 +195,11 @@ def lora_rank(runner, num_procedures: int) -> int:
   return max(1, -(-num_procedures * runner.lm.spec.d_model // one))
 
 
-def lora(runner, procedures, settings, seed, ckpt_dir):
-  rank = lora_rank(runner, len(procedures))
+def train_lora(runner, rows, settings, seed, ckpt_dir, *, num_memories):
+  """LoRA on the fused q/k/v projections at >= num_memories × d trainable numbers, trained
+  on `rows`; returns (merged parameters, log with the rank and parameter count)."""
+  rank = lora_rank(runner, num_memories)
   adapters = init_lora(jax.random.key(seed), runner.lm.params, [QKV], rank=rank)
-  rows = plain_rows(runner, procedures)
   steps = settings.epochs * -(-len(rows[0]) // runner.batch_size)
   opt = memory.tokmem_optimizer(learning_rate=settings.lora_lr, total_steps=steps,
                                 weight_decay=settings.weight_decay)
@@ -196,13 +208,18 @@ def lora(runner, procedures, settings, seed, ckpt_dir):
                           epochs=settings.epochs, seed=seed, ckpt_dir=ckpt_dir)
   merged = jax.jit(merge_lora, static_argnames="alpha")(runner.lm.params, state[0],
                                                          alpha=settings.lora_alpha)
+  return merged, dict(log, trainable_params=lora_num_params(state[0]), lora_rank=rank)
+
+
+def lora(runner, procedures, settings, seed, ckpt_dir):
+  merged, log = train_lora(runner, plain_rows(runner, procedures), settings, seed, ckpt_dir,
+                           num_memories=len(procedures))
   test = P.examples(procedures, "test")
   prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
   start = time.time()
   out = runner.generate(prompts, params=merged)
   metrics = _score(runner, out, [a for *_, a in test], [i for i, *_ in test])
-  return dict(metrics, trainable_params=lora_num_params(state[0]), lora_rank=rank,
-              eval_seconds=time.time() - start,
+  return dict(metrics, eval_seconds=time.time() - start,
               prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
 
 

@@ -31,6 +31,7 @@ from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
 from iclr_jax.errors import ConfigError
 from iclr_jax.llm import load_pretrained, random_pretrained
+from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import tokmem_report
 from iclr_jax.recipes.memory.runner import Runner
@@ -55,6 +56,10 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
   c.train = dict(epochs=3, batch_size=8, lr=0.03, weight_decay=0.01, shots=2,
                  soft_tokens=8, lora_lr=1e-3, lora_alpha=32.0, checkpoint_every=25)
   c.continual = dict(rounds=3, per_round=20)
+  # two-step compositions (procedures = 0: none); see recipes/memory/compose.py
+  c.compose = dict(procedures=0, max_ops=1, num_atomic=4, train_pairs=60, test_pairs=20,
+                   num_train=2, num_test=2, seed=0, max_new_tokens=48,
+                   methods=tuple(C.METHODS))
   c.eval_batch_size = 32
   c.max_new_tokens = 24
   if smoke:
@@ -65,17 +70,22 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
     c.data = dict(num_train=2, num_test=1, seed=0, max_ops=1, eval_procedures=0)
     c.train.update(epochs=1, batch_size=2, checkpoint_every=1, soft_tokens=2)
     c.continual = dict(rounds=2, per_round=2)
+    c.compose.update(procedures=3, num_atomic=1, train_pairs=2, test_pairs=1, num_train=1,
+                     num_test=1, max_new_tokens=6, methods=("tfidf", "tokmem", "lora"))
     c.eval_batch_size = 4
     c.max_new_tokens = 4
   return c
 
 
 def _check_config(config) -> None:
-  unknown = [m for m in config.methods if m not in M.METHODS]
-  if unknown:
-    raise ConfigError(f"config.methods: {unknown} not in {sorted(M.METHODS)}")
-  if not config.scales and not config.continual.rounds:
-    raise ConfigError("config.scales is empty and config.continual.rounds is 0: nothing to run")
+  for name, given, known in (("config.methods", config.methods, M.METHODS),
+                             ("config.compose.methods", config.compose.methods, C.METHODS)):
+    unknown = [m for m in given if m not in known]
+    if unknown:
+      raise ConfigError(f"{name}: {unknown} not in {sorted(known)}")
+  if not (config.scales or config.continual.rounds or config.compose.procedures):
+    raise ConfigError("config.scales is empty, config.continual.rounds and "
+                      "config.compose.procedures are 0: nothing to run")
   if config.train.epochs < 1 or config.train.batch_size < 1 or config.seeds < 1:
     raise ConfigError("config.train.epochs, config.train.batch_size and config.seeds must "
                       "be >= 1")
@@ -165,6 +175,18 @@ def train_and_evaluate(config, workdir: str):
       rows = _continual(runner, config, seed, renorm, unit_dir)
       study.record([dict(experiment="continual", scale=c.per_round, method=method, seed=seed,
                          unit_seconds=time.time() - t0, **r) for r in rows])
+  c = config.compose
+  for seed in range(config.seeds if c.procedures else 0):
+    for method in c.methods:
+      if study.done(experiment="compose", scale=c.procedures, method=method, seed=seed):
+        continue
+      t0 = time.time()
+      unit_dir = os.path.join(workdir, "units", f"compose_{c.procedures}_{method}_{seed}")
+      row = C.run(runner, c, t, seed, unit_dir, method)
+      study.record([dict(experiment="compose", scale=c.procedures, method=method, seed=seed,
+                         unit_seconds=time.time() - t0, **row)])
+      logging.info("compose %s seed %d: EM %.3f final EM %.3f in %.0f s", method, seed,
+                   row["exact_match"], row["final_exact_match"], time.time() - t0)
   summary = tokmem_report.write(workdir, study.rows)
   summary["seconds_this_run"] = time.time() - start
   return summary

@@ -35,6 +35,20 @@ def continual_table(rows: Sequence[dict]) -> list[dict]:
                   metrics=("routing_accuracy", "exact_match", "rouge_l"))
 
 
+def compose_table(rows: Sequence[dict]) -> list[dict]:
+  rows = [r for r in rows if r["experiment"] == "compose"]
+  out = mean_std(rows, by=("scale", "method"),
+                 metrics=("exact_match", "final_exact_match", "rouge_l", "trainable_params",
+                          "prompt_tokens"))
+  for agg in out:
+    for extra in ("routing_accuracy", "oracle_exact_match", "oracle_final_exact_match",
+                  "train_seconds"):
+      sel = [r for r in rows if r["method"] == agg["method"] and r.get(extra) is not None]
+      if sel:
+        agg.update(mean_std(sel, by=("method",), metrics=(extra,))[0])
+  return out
+
+
 ATOMIC_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "{seeds}"),
                   ("routing acc.", _cell("routing_accuracy")),
                   ("exact match", _cell("exact_match")), ("ROUGE-L", _cell("rouge_l")),
@@ -47,6 +61,18 @@ CONTINUAL_COLUMNS = [("method", "{method}"), ("after round", "{round}"),
                      ("routing acc.", _cell("routing_accuracy")),
                      ("exact match", _cell("exact_match")), ("ROUGE-L", _cell("rouge_l"))]
 
+COMPOSE_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "{seeds}"),
+                   ("routing acc.", _cell("routing_accuracy")),
+                   ("exact match", _cell("exact_match")),
+                   ("final-step EM", _cell("final_exact_match")),
+                   ("ROUGE-L", _cell("rouge_l")),
+                   ("EM / final EM, oracle routing", lambda r: "–" if r.get(
+                       "oracle_exact_match") is None else
+                    f"{r['oracle_exact_match']:.3f} / {r['oracle_final_exact_match']:.3f}"),
+                   ("trainable params", "{trainable_params:.0f}"),
+                   ("prompt tokens", "{prompt_tokens:.1f}"),
+                   ("train s", _cell("train_seconds", 0))]
+
 
 def summary(rows: Sequence[dict]) -> dict:
   out = {}
@@ -54,6 +80,11 @@ def summary(rows: Sequence[dict]) -> dict:
     out.setdefault(f"atomic_{agg['scale']}", {})[agg["method"]] = {
         k: agg.get(k) for k in ("exact_match", "rouge_l", "routing_accuracy",
                                 "oracle_exact_match", "trainable_params", "prompt_tokens")}
+  for agg in compose_table(rows):
+    out.setdefault(f"compose_{agg['scale']}", {})[agg["method"]] = {
+        k: agg.get(k) for k in ("exact_match", "final_exact_match", "rouge_l",
+                                "routing_accuracy", "oracle_exact_match", "trainable_params",
+                                "prompt_tokens")}
   cont = continual_table(rows)
   for method in dict.fromkeys(r["method"] for r in cont):
     first = [r for r in cont if r["method"] == method and r["scored_round"] == 0]
@@ -84,9 +115,14 @@ def write(workdir: str, rows: Sequence[dict]) -> dict:
         ax.set_xlabel("after training round")
         ax.set_ylabel(f"{metric} on round-0 procedures")
         ax.legend()
+  compose = compose_table(rows)
+  if compose:
+    parts += ["## Two-step compositions (held-out pairs)",
+              markdown_table(compose, COMPOSE_COLUMNS)]
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write("\n\n".join(parts) + "\n")
-  write_json(workdir, "table.json", {"atomic": atomic, "continual": cont})
+  write_json(workdir, "table.json", {"atomic": atomic, "continual": cont,
+                                          "compose": compose})
   result = summary(rows)
   write_json(workdir, "summary.json", result)
   return result

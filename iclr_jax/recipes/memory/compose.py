@@ -1,0 +1,161 @@
+"""Two-step compositions: TokMem's compositional recall on generated procedures.
+
+`config.compose.procedures` procedures and their ordered pairs (`composition_set`): a query
+"<name i> then <name j>: <input>" is answered on two lines, procedure i's output and then
+procedure j applied to it. Every trained method sees the atomic training examples of every
+procedure plus the examples of the training pairs; all are scored on held-out pairs (pairs
+never trained on, fresh inputs). TokMem's rows are `[query, m_i, step 1, m_j, "\\n" step 2,
+end]`, so it has to emit both memory tokens, in order, on its own.
+
+Scores: exact match of the two-line response, exact match of its last line (the final
+result), ROUGE-L of the response, and routing: TokMem emits exactly (m_i, m_j); retrieval
+finds procedure i for the query's first half and j for its second (the query split at
+" then ", one retrieval per step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+from iclr_jax import memory
+from iclr_jax.datasets.procedures import composition_set, procedure_set
+from iclr_jax.recipes.memory import methods as M
+from iclr_jax.recipes.memory import procedural as P
+
+Task = tuple[tuple[int, ...], str, tuple[str, ...]]  # (procedure route, query, steps)
+
+
+def tasks(procedures, compositions, split: str) -> list[Task]:
+  """Atomic training examples (split 'train' only) and the compositions' examples."""
+  out = ([((i,), q, (a,)) for i, q, a in P.examples(procedures, "train")]
+         if split == "train" else [])
+  for c in compositions:
+    out += [((c.first, c.second), c.query(procedures, x), steps)
+            for x, steps in getattr(c, split)]
+  return out
+
+
+def _target(steps) -> str:
+  return "\n".join(steps)
+
+
+def score(runner, outputs, test: list[Task], *, routes=None) -> dict:
+  texts = [runner.decode(o) for o in outputs]
+  last = [t.strip().split("\n")[-1] for t in texts]
+  out = {"exact_match": float(np.mean([P.exact_match(p, _target(s))
+                                       for p, (*_, s) in zip(texts, test)])),
+         "final_exact_match": float(np.mean([P.exact_match(p, s[-1])
+                                             for p, (*_, s) in zip(last, test)])),
+         "rouge_l": float(P.rouge_l(texts, [_target(s) for *_, s in test]).mean()),
+         "num_test": len(test)}
+  if routes is not None:
+    out["routing_accuracy"] = float(np.mean([tuple(r) == t[0] for r, t in zip(routes, test)]))
+  return out
+
+
+def _instruction(procedures, route) -> str:
+  first, second = (procedures[i] for i in route)
+  return ("Apply two procedures in turn and write each result on its own line.\n"
+          f"First ({first.name}): {first.instruction}\n"
+          f"Then ({second.name}), to the first result: {second.instruction}")
+
+
+def _prompt_method(runner, procedures, train, test, settings, *, instruction, shots,
+                   retriever=None):
+  routes = [t[0] for t in test]
+  if retriever is not None:
+    find = P.Retriever(retriever, [p.name for p in procedures], list(range(len(procedures))))
+    halves = [q.split(": ", 1) for _, q, _ in test]
+    parts = [h.split(" then ") for h, _ in halves]
+    routes = [tuple(int(k) for k in find([f"{n}: {x}" for n in names]))
+              for names, (_, x) in zip(parts, halves)]
+  demo = train[0] if train else None
+  prompts = []
+  for route, (_, q, _) in zip(routes, test):
+    demos = []
+    if shots and len(route) == 2:
+      demos = [(procedures[i].query(procedures[i].train[0][0]), procedures[i].train[0][1])
+               for i in route]
+      demos += [] if demo is None else [(demo[1], _target(demo[2]))]
+    text = P.chat_prompt(q, instruction=_instruction(procedures, route) if instruction and
+                         len(route) == 2 else None, demos=demos)
+    prompts.append(runner.encode(text))
+  start = time.time()
+  out = runner.generate(prompts)
+  metrics = score(runner, out, test, routes=routes if retriever else None)
+  return dict(metrics, trainable_params=0, eval_seconds=time.time() - start,
+              prompt_tokens=float(np.mean([len(p) for p in prompts])))
+
+
+def query_only(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, train, test, settings, instruction=False, shots=0)
+
+
+def instruction_fewshot(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, train, test, settings, instruction=True, shots=1)
+
+
+def tfidf(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, train, test, settings, instruction=True, shots=1,
+                        retriever="tfidf")
+
+
+def bm25(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _prompt_method(runner, procedures, train, test, settings, instruction=True, shots=1,
+                        retriever="bm25")
+
+
+def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procedures])
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  bank, log = M.train_bank(runner, M.task_rows(runner, train, ids),
+                           memory.init_bank(jax.random.key(seed), embedding, len(ids)),
+                           settings, seed, ckpt_dir)
+  prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
+  start = time.time()
+  out = runner.generate(prompts, bank=bank)
+  routes = [tuple(ids.index(t) for t in o if t >= runner.vocab_size) for o in out]
+  metrics = score(runner, out, test, routes=routes)
+  forced = runner.generate(prompts, bank=bank, oracle=[[ids[i] for i in r] for r, *_ in test])
+  oracle = score(runner, forced, test)
+  return dict(metrics, oracle_exact_match=oracle["exact_match"],
+              oracle_final_exact_match=oracle["final_exact_match"],
+              trainable_params=int(bank.inputs.size), eval_seconds=time.time() - start,
+              prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
+
+
+def lora(runner, procedures, train, test, settings, seed, ckpt_dir):
+  rows = M.text_rows(runner, [q for _, q, _ in train], [_target(s) for *_, s in train])
+  merged, log = M.train_lora(runner, rows, settings, seed, ckpt_dir,
+                             num_memories=len(procedures))
+  prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
+  start = time.time()
+  out = runner.generate(prompts, params=merged)
+  return dict(score(runner, out, test), eval_seconds=time.time() - start,
+              prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
+
+
+METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25, tokmem,
+                                   lora)}
+
+
+def data(c):
+  """(procedures, training tasks, held-out tasks) of the `compose` config section."""
+  procedures = procedure_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
+                             max_ops=c.max_ops)
+  train, test = composition_set(procedures, num_train_pairs=c.train_pairs,
+                                num_test_pairs=c.test_pairs, num_train=c.num_train,
+                                num_test=c.num_test, seed=c.seed)
+  return procedures, tasks(procedures, train, "train"), tasks(procedures, test, "test")
+
+
+def run(runner, c, settings, seed, ckpt_dir, method) -> dict:
+  """One (method, seed) unit, decoding up to `c.max_new_tokens` tokens."""
+  procedures, train, test = data(c)
+  runner = dataclasses.replace(runner, max_new_tokens=c.max_new_tokens)
+  return METHODS[method](runner, procedures, train, test, settings, seed, ckpt_dir)
