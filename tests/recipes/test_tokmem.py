@@ -14,6 +14,7 @@ import pytest
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
 from iclr_jax.llm import random_pretrained
+from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import procedural as P
 from iclr_jax.recipes.memory import tokmem
@@ -76,6 +77,24 @@ def test_retrievers_route_by_the_nearest_name():
     assert np.mean(r([q for _, q, _ in test]) == [i for i, _, _ in test]) >= 0.95
 
 
+def test_composition_rows_and_scores(runner):
+  procs = procedure_set(4, num_train=1, num_test=0, max_ops=1)
+  task = ((2, 0), "dedupe words then reverse words: a b a", ("a b", "b a"))
+  ids = memory.MemoryRegistry(runner.vocab_size).add_round([p.name for p in procs])
+  tokens, qlen, lens = M.task_rows(runner, [task], ids)
+  row, q = tokens[0, :lens[0]].tolist(), int(qlen[0])
+  assert row[:q] == runner.encode(P.user_turn(task[1]))
+  assert [t for t in row if t >= runner.vocab_size] == [ids[2], ids[0]]
+  assert row[q] == ids[2] and row[-1] == runner.end_id
+  assert runner.decode(row[q:-1]) == "a b\nb a"
+  second = row.index(ids[0])
+  assert row[q + 1:second] == runner.encode("a b")
+  right, wrong = row[q:-1], [ids[0]] + runner.encode("a b\nb") + [ids[2]]
+  got = C.score(runner, [right, wrong], [task, task], routes=[(2, 0), (0, 2)])
+  assert got["exact_match"] == got["final_exact_match"] == got["routing_accuracy"] == 0.5
+  assert 0.5 < got["rouge_l"] < 1
+
+
 def test_lora_rank_reaches_tokmem_parameters(runner):
   for n in (3, 100, 1000):
     rank = M.lora_rank(runner, n)
@@ -97,7 +116,12 @@ def test_smoke_run_rows_and_resume(tmp_path):
   assert by["tfidf"]["prompt_tokens"] > by["query_only"]["prompt_tokens"]
   cont = [r for r in rows if r["experiment"] == "continual"]
   assert len(cont) == 2 * 3  # (renorm off, on) × scored rounds (0), (0, 1)
-  assert set(summary) >= {"atomic_3", "continual"}
+  comp = {r["method"]: r for r in rows if r["experiment"] == "compose"}
+  assert set(comp) == set(config.compose.methods) and comp["tfidf"]["routing_accuracy"] == 1
+  assert comp["tokmem"]["trainable_params"] == 3 * 64
+  for r in comp.values():
+    assert 0 <= r["final_exact_match"] <= 1 and r["num_test"] == 1
+  assert set(summary) >= {"atomic_3", "continual", "compose_3"}
   for name in ("table.md", "summary.json", "forgetting.png"):
     assert os.path.getsize(tmp_path / name) > 0
   before = os.path.getsize(tmp_path / "results.jsonl")
