@@ -8,6 +8,11 @@ slots that the next real token overwrites before anything attends to them, so no
 mask is needed. Shapes are fixed (`capacity` slots), so a decode loop compiles once. Each
 layer has its own arrays (a tuple, not one stacked array), so a step updates them in place
 without copying other layers' slots.
+
+A compacted cache (after KV eviction, see `iclr_jax.kv`) also carries, per layer, the
+position each slot holds per KV head (`slots` int [b, K, T], -1 for an empty slot) and an
+offset per row: a new token at position p goes to slot p - offset[b] of every head, and a
+query at position p attends to the slots holding positions <= p.
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ import jax.numpy as jnp
 class KVCache(NamedTuple):
   """One array per layer: keys [batch, num_kv_heads, head_dim, capacity] and values
   [batch, num_kv_heads, capacity, head_dim], so both attention products are plain matrix
-  products per (row, kv head) with no transpose of the cache (measured fastest on CPU)."""
+  products per (row, kv head) with no transpose of the cache (measured fastest on CPU).
+  A compacted cache adds per layer `slots` int32 [batch, num_kv_heads, capacity] (the
+  position in each slot, -1 if empty) and `offsets` int32 [batch] (see the module doc)."""
   keys: tuple[jax.Array, ...]
   values: tuple[jax.Array, ...]
+  slots: tuple[jax.Array, ...] | None = None
+  offsets: tuple[jax.Array, ...] | None = None
 
   @property
   def capacity(self) -> int:
@@ -75,26 +84,53 @@ def cached_attention(query: jax.Array, keys: jax.Array, values: jax.Array,
   if h % keys.shape[1]:
     raise ValueError(f"query heads ({h}) must be a multiple of key heads ({keys.shape[1]})")
   if s <= query_chunk:
-    return _attend(query, keys, values, positions)
+    return _attend(query, keys, values, _causal(positions, keys.shape[3]))
   pad = -s % query_chunk
   q = jnp.pad(query, ((0, 0), (0, pad), (0, 0), (0, 0)))
   p = jnp.pad(positions, ((0, 0), (0, pad)))
   n = q.shape[1] // query_chunk
   q = q.reshape(b, n, query_chunk, h, d).swapaxes(0, 1)
   p = p.reshape(b, n, query_chunk).swapaxes(0, 1)
-  out = jax.lax.map(lambda qp: _attend(qp[0], keys, values, qp[1]), (q, p))
+  out = jax.lax.map(
+      lambda qp: _attend(qp[0], keys, values, _causal(qp[1], keys.shape[3])), (q, p))
   return out.swapaxes(0, 1).reshape(b, n * query_chunk, h, d)[:, :s]
 
 
-def _attend(query, keys, values, positions):
+def slot_attention(query: jax.Array, keys: jax.Array, values: jax.Array,
+                   positions: jax.Array, slots: jax.Array) -> jax.Array:
+  """`cached_attention` over a compacted cache: query [b, s, H, d] at positions int [b, s]
+  attends, per KV head, to the slots whose position (slots int [b, K, T]) is in [0, p]."""
+  if query.shape[2] % keys.shape[1]:
+    raise ValueError(f"query heads ({query.shape[2]}) must be a multiple of key heads "
+                     f"({keys.shape[1]})")
+  visible = (slots[:, :, None, :] >= 0) & (slots[:, :, None, :] <= positions[:, None, :, None])
+  return _attend(query, keys, values, visible)
+
+
+def write_slots(slots: jax.Array, positions: jax.Array, offset: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+  """(slot index int [b, s] of tokens at `positions` [b, s], `slots` [b, K, T] recording
+  them) for a compacted cache whose row b writes position p to slot p - offset[b]."""
+  index = positions - offset[:, None]
+  rows = jnp.arange(slots.shape[0])[:, None]
+  new = jnp.broadcast_to(positions[:, :, None], index.shape + (slots.shape[1],))
+  return index, slots.at[rows, :, index].set(new.astype(slots.dtype), mode="drop")
+
+
+def _causal(positions, capacity):
+  """[b, 1, s, T]: slot t (holding position t) is visible to a query at position p <= t."""
+  return (jnp.arange(capacity)[None, None, :] <= positions[:, :, None])[:, None]
+
+
+def _attend(query, keys, values, visible):
+  """visible bool [b, 1 or K, s, T]."""
   b, s, h, d = query.shape
   k_heads, t = keys.shape[1], keys.shape[3]
   q = query.reshape(b, s, k_heads, h // k_heads, d).transpose(0, 2, 3, 1, 4)  # [b,K,G,s,d]
   q = q.reshape(b, k_heads, -1, d)  # [b, K, G·s, d]: one matrix product per (row, kv head)
   logits = jnp.einsum("bkqd,bkdt->bkqt", q, keys, preferred_element_type=jnp.float32)
   logits = (logits / jnp.sqrt(jnp.float32(d))).reshape(b, k_heads, h // k_heads, s, t)
-  visible = jnp.arange(t)[None, None, :] <= positions[:, :, None]  # [b, s, T]
-  logits = jnp.where(visible[:, None, None], logits, -jnp.inf)
+  logits = jnp.where(visible[:, :, None], logits, -jnp.inf)
   weights = jax.nn.softmax(logits, axis=-1).reshape(b, k_heads, -1, t)
   out = jnp.einsum("bkqt,bktd->bkqd", weights.astype(values.dtype), values)
   out = out.reshape(b, k_heads, h // k_heads, s, d).transpose(0, 3, 1, 2, 4)

@@ -74,17 +74,25 @@ class SelfAttention(nnx.Module):
     o = self.attention_fn(q, k, v, causal=self.causal)
     return self.out(o.reshape(x.shape[0], x.shape[1], -1))
 
-  def cached(self, x: jax.Array, positions: jax.Array, keys: jax.Array, values: jax.Array):
+  def cached(self, x: jax.Array, positions: jax.Array, keys: jax.Array, values: jax.Array,
+             slots: jax.Array | None = None, offset: jax.Array | None = None):
     """One cached step (see `nn.kv_cache`): x [b, s, d_model] at positions int [b, s];
-    keys [b, K, d, T] / values [b, K, T, d]: this layer's slots. Returns (out, keys,
-    values)."""
+    keys [b, K, d, T] / values [b, K, T, d]: this layer's slots; for a compacted cache also
+    `slots` int [b, K, T] and `offset` int [b]. Returns (out, keys, values, slots, rotated
+    queries [b, s, H, d])."""
     if not self.causal:
       raise ValueError("a KV cache needs causal attention")
     q, k, v = self.project(x, positions)
-    keys = kv_cache.write_keys(keys, k, positions)
-    values = kv_cache.write_values(values, v, positions)
-    o = kv_cache.cached_attention(q, keys, values, positions)
-    return self.out(o.reshape(x.shape[0], x.shape[1], -1)), keys, values
+    if slots is None:
+      keys = kv_cache.write_keys(keys, k, positions)
+      values = kv_cache.write_values(values, v, positions)
+      o = kv_cache.cached_attention(q, keys, values, positions)
+    else:
+      index, slots = kv_cache.write_slots(slots, positions, offset)
+      keys = kv_cache.write_keys(keys, k, index)
+      values = kv_cache.write_values(values, v, index)
+      o = kv_cache.slot_attention(q, keys, values, positions, slots)
+    return self.out(o.reshape(x.shape[0], x.shape[1], -1)), keys, values, slots, q
 
 
 MLPS = ("gelu", "swiglu")
@@ -130,10 +138,11 @@ class Block(nnx.Module):
     x = x + self.attn(self.norm1(x), positions)
     return x + self.mlp(self.norm2(x))
 
-  def cached(self, x, positions, keys, values):
-    a, keys, values = self.attn.cached(self.norm1(x), positions, keys, values)
+  def cached(self, x, positions, keys, values, slots=None, offset=None):
+    a, keys, values, slots, q = self.attn.cached(self.norm1(x), positions, keys, values,
+                                                 slots, offset)
     x = x + a
-    return x + self.mlp(self.norm2(x)), keys, values
+    return x + self.mlp(self.norm2(x)), keys, values, slots, q
 
 
 class DecoderLM(nnx.Module):
@@ -218,16 +227,29 @@ class DecoderLM(nnx.Module):
                     select: jax.Array | None = None) -> tuple[jax.Array, kv_cache.KVCache]:
     """`cached` from input embeddings x [batch, s, d_model] to final-normalised hidden
     states ([batch, s, d_model], or [batch, d_model] with `select`) instead of logits."""
+    h, cache, _ = self.cached_hidden_and_queries(x, positions, cache, select)
+    return h, cache
+
+  def cached_hidden_and_queries(self, x: jax.Array, positions: jax.Array,
+                                cache: kv_cache.KVCache, select: jax.Array | None = None):
+    """`cached_hidden` that also returns every layer's rotated queries (a tuple of
+    [batch, s, num_heads, head_dim]), what attention-based KV eviction scores with."""
     if len(cache.keys) != len(self.blocks):
       raise ValueError(f"cache has {len(cache.keys)} layers, the model {len(self.blocks)}")
-    keys, values = [], []
-    for block, k, v in zip(self.blocks, cache.keys, cache.values):
-      x, k, v = block.cached(x, positions, k, v)
+    n = len(self.blocks)
+    slots, offsets = cache.slots or (None,) * n, cache.offsets or (None,) * n
+    keys, values, new_slots, queries = [], [], [], []
+    for block, k, v, sl, off in zip(self.blocks, cache.keys, cache.values, slots, offsets):
+      x, k, v, sl, q = block.cached(x, positions, k, v, sl, off)
       keys.append(k)
       values.append(v)
+      new_slots.append(sl)
+      queries.append(q)
     if select is not None:
       x = x[jnp.arange(x.shape[0]), select]
-    return self.final_norm(x), kv_cache.KVCache(tuple(keys), tuple(values))
+    out = kv_cache.KVCache(tuple(keys), tuple(values),
+                           None if cache.slots is None else tuple(new_slots), cache.offsets)
+    return self.final_norm(x), out, tuple(queries)
 
   def hidden(self, tokens: jax.Array) -> jax.Array:
     """The final-normalised hidden states [batch, seq, d_model] (the head's input)."""

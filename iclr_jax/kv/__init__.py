@@ -1,0 +1,20 @@
+"""KV-cache eviction: importance scores per layer and KV head, and a compacted cache.
+
+    from iclr_jax.kv import snapkv_scores, compact_cache
+    scores = [snapkv_scores(q, k, lengths, window=32) for q, k in zip(queries, cache.keys)]
+    small = compact_cache(cache, scores, [64] * len(scores), lengths, room=max_new_tokens)
+
+Scorers are pure functions of a layer's rotated queries and cache keys (`scores`); eviction
+keeps the top entries per head at fixed shapes (`evict`); a model decodes from the compacted
+`nn.KVCache` as from a full one.
+"""
+
+from iclr_jax.kv.evict import check_budget, compact_cache, compact_layer, keep_indices
+from iclr_jax.kv.scores import (attention_scores, attention_weights, group_mean, h2o_scores,
+                                last_queries, prompt_attention, pyramid_budgets,
+                                random_scores, snapkv_scores, streaming_scores)
+
+__all__ = ["attention_scores", "attention_weights", "check_budget", "compact_cache",
+           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "last_queries",
+           "prompt_attention", "pyramid_budgets", "random_scores", "snapkv_scores",
+           "streaming_scores"]

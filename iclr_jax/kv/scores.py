@@ -1,0 +1,191 @@
+"""Importance scores of prompt KV entries, per layer and KV head, for cache eviction.
+
+Every scorer returns float32 `[batch, num_kv_heads, T]` over a layer's cache slots
+(slot t holds position t; the prompt of row b fills slots `< lengths[b]`): higher is kept
+first (`kv.keep_indices`), slots past the prompt score -inf. Queries are a layer's rotated
+queries `[batch, n, num_heads, head_dim]`, keys its cache keys `[batch, num_kv_heads,
+head_dim, T]` (the layout of `nn.kv_cache`), so grouped-query attention is native: a query
+head h reads KV head h // (num_heads / num_kv_heads), and per-query-head scores become
+per-KV-head scores by the group mean (`group_mean`, as NVIDIA kvpress does for SnapKV).
+
+- `snapkv_scores`: the last `window` prompt queries' attention, summed over the window,
+  average-pooled along positions (zero padding, `kernel_size`), over the positions before
+  the window; the window itself is always kept (SnapKV's rules).
+- `h2o_scores`: attention accumulated over every prompt query (heavy hitters), with the
+  `recent` last positions always kept.
+- `streaming_scores`: the first `sinks` positions, then the most recent (StreamingLLM).
+- `random_scores`: uniform.
+- `attention_scores`: the attention some other queries (the true response's: the oracle; a
+  LookaheadKV model's lookahead tokens) put on the prompt, averaged over those queries
+  (masked by `query_mask`) and renormalised over the prompt; `prompt_attention` is the same
+  per query head, what LookaheadKV's KL loss compares.
+- `pyramid_budgets`: PyramidKV's per-layer budgets (linear from the bottom layer down to the
+  top one, the same mean), used with SnapKV's scores.
+
+Memory: a scorer holds the `[batch, num_heads, n, T]` attention of its n queries; h2o with
+n = T queries does so in blocks of `query_chunk` queries.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from iclr_jax.checks import concrete
+
+
+def _check(queries, keys, lengths):
+  if queries.ndim != 4 or keys.ndim != 4:
+    raise ValueError(f"queries must be [batch, n, num_heads, head_dim] and keys [batch, "
+                     f"num_kv_heads, head_dim, T]; got shapes {queries.shape}, {keys.shape}")
+  b, _, h, d = queries.shape
+  if keys.shape[0] != b or keys.shape[2] != d or h % keys.shape[1]:
+    raise ValueError(f"queries {queries.shape} and keys {keys.shape} disagree: need the same "
+                     "batch and head_dim, and num_heads a multiple of num_kv_heads")
+  if jnp.shape(lengths) != (b,):
+    raise ValueError(f"lengths must be int [batch={b}], got shape {jnp.shape(lengths)}")
+  given = concrete(lengths)
+  if given is not None and (given.min() < 1 or given.max() > keys.shape[3]):
+    raise ValueError(f"lengths must be in [1, T={keys.shape[3]}], got {given.tolist()}")
+
+
+def attention_weights(queries: jax.Array, positions: jax.Array, keys: jax.Array
+                      ) -> jax.Array:
+  """Causal softmax attention `[b, H, n, T]` (float32) of queries at `positions` int [b, n]
+  over the slots t <= position (a query at a negative position sees nothing: zeros)."""
+  b, n, h, d = queries.shape
+  k = keys.shape[1]
+  q = queries.reshape(b, n, k, h // k, d)
+  logits = jnp.einsum("bnkgd,bkdt->bkgnt", q, keys, preferred_element_type=jnp.float32)
+  logits = logits.reshape(b, h, n, -1) / jnp.sqrt(jnp.float32(d))
+  visible = jnp.arange(keys.shape[3])[None, None, :] <= positions[:, :, None]  # [b, n, T]
+  logits = jnp.where(visible[:, None], logits, -jnp.inf)
+  weights = jax.nn.softmax(logits, axis=-1)
+  return jnp.where(visible[:, None], weights, 0.0)
+
+
+def group_mean(scores: jax.Array, num_kv_heads: int) -> jax.Array:
+  """[b, H, T] per query head -> [b, num_kv_heads, T], the mean over each KV head's group."""
+  b, h, t = scores.shape
+  return scores.reshape(b, num_kv_heads, h // num_kv_heads, t).mean(axis=2)
+
+
+def _prompt_mask(lengths, t):
+  return jnp.arange(t)[None, None, :] < lengths[:, None, None]  # [b, 1, T]
+
+
+def _always_keep(scores, lengths, first, last, top):
+  """Slots in [first, last) per row score top + t (so they outrank every other slot and the
+  latest of them go first); slots past the prompt score -inf."""
+  t = jnp.arange(scores.shape[-1])[None, None, :]
+  keep = (t >= first[:, None, None]) & (t < last[:, None, None])
+  scores = jnp.where(keep, jnp.float32(top) + t.astype(jnp.float32), scores)
+  return jnp.where(_prompt_mask(last, scores.shape[-1]), scores, -jnp.inf)
+
+
+def last_queries(queries: jax.Array, lengths: jax.Array, window: int
+                 ) -> tuple[jax.Array, jax.Array]:
+  """The last `window` prompt queries of each row: ([b, window, H, d], positions [b, window];
+  rows shorter than the window get negative positions, which see nothing)."""
+  positions = lengths[:, None] - window + jnp.arange(window)[None, :]
+  index = jnp.clip(positions, 0, queries.shape[1] - 1)
+  return jnp.take_along_axis(queries, index[:, :, None, None], axis=1), positions
+
+
+def snapkv_scores(queries: jax.Array, keys: jax.Array, lengths: jax.Array, *,
+                  window: int = 32, kernel_size: int = 5) -> jax.Array:
+  """SnapKV. queries: the layer's prompt queries [b, S, H, d] (or at least the last `window`
+  of each row); keys [b, K, d, T]; lengths int [b]. Returns [b, K, T]."""
+  _check(queries, keys, lengths)
+  if window < 1 or kernel_size < 1 or kernel_size % 2 == 0:
+    raise ValueError(f"window must be >= 1 and kernel_size odd >= 1, got {window}, "
+                     f"{kernel_size}")
+  q, pos = last_queries(queries, lengths, window)
+  t = keys.shape[3]
+  votes = attention_weights(q, pos, keys).sum(axis=2)  # [b, H, T]
+  prefix = jnp.arange(t)[None, None, :] < (lengths - window)[:, None, None]
+  votes = jnp.where(prefix, votes, 0.0)
+  pooled = jax.lax.reduce_window(votes, 0.0, jax.lax.add, (1, 1, kernel_size), (1, 1, 1),
+                                 "SAME") / kernel_size
+  scores = group_mean(jnp.where(prefix, pooled, 0.0), keys.shape[1])
+  return _always_keep(scores, lengths, lengths - window, lengths, window + 1)
+
+
+def h2o_scores(queries: jax.Array, keys: jax.Array, lengths: jax.Array, *, recent: int = 0,
+               query_chunk: int = 256) -> jax.Array:
+  """H2O: the attention every prompt query (queries [b, S, H, d] at positions 0..S-1) puts
+  on each slot, summed; the last `recent` prompt positions are always kept. [b, K, T]."""
+  _check(queries, keys, lengths)
+  b, s, h, d = queries.shape
+  c = min(s, query_chunk)
+  pad = -s % c
+  q = jnp.pad(queries, ((0, 0), (0, pad), (0, 0), (0, 0)))
+  pos = jnp.arange(s + pad)[None, :].repeat(b, 0)
+  pos = jnp.where(pos < lengths[:, None], pos, -1)  # padded / past-prompt queries: no vote
+  blocks = (q.reshape(b, -1, c, h, d).swapaxes(0, 1), pos.reshape(b, -1, c).swapaxes(0, 1))
+  votes = jax.lax.map(lambda qp: attention_weights(qp[0], qp[1], keys).sum(axis=2),
+                      blocks).sum(axis=0)
+  scores = group_mean(votes, keys.shape[1])
+  return _always_keep(scores, lengths, lengths - recent, lengths, keys.shape[3] + 1)
+
+
+def streaming_scores(lengths: jax.Array, num_slots: int, num_kv_heads: int, *,
+                     sinks: int = 4) -> jax.Array:
+  """StreamingLLM: the first `sinks` positions, then the latest ones. [b, K, num_slots]."""
+  t = jnp.arange(num_slots, dtype=jnp.float32)[None, None, :]
+  scores = jnp.where(t < sinks, 2.0 * num_slots + t, t)
+  scores = jnp.broadcast_to(scores, (jnp.shape(lengths)[0], num_kv_heads, num_slots))
+  return jnp.where(_prompt_mask(lengths, num_slots), scores, -jnp.inf)
+
+
+def random_scores(key: jax.Array, lengths: jax.Array, num_slots: int, num_kv_heads: int
+                  ) -> jax.Array:
+  """Uniform random scores (random eviction). [b, K, num_slots]."""
+  u = jax.random.uniform(key, (jnp.shape(lengths)[0], num_kv_heads, num_slots))
+  return jnp.where(_prompt_mask(lengths, num_slots), u, -jnp.inf)
+
+
+def prompt_attention(queries: jax.Array, positions: jax.Array, keys: jax.Array,
+                     lengths: jax.Array, query_mask: jax.Array | None = None) -> jax.Array:
+  """The attention of queries [b, n, H, d] at positions [b, n] (past the prompt; keys holds
+  the slots they see) on the prompt slots t < lengths[b], averaged over the queries with
+  `query_mask` [b, n] (default all) and renormalised over the prompt: [b, H, T], rows
+  summing to 1 over the prompt, 0 elsewhere."""
+  _check(queries, keys, lengths)
+  w = attention_weights(queries, positions, keys)  # [b, H, n, T]
+  if query_mask is not None:
+    w = w * query_mask[:, None, :, None]
+  w = jnp.where(_prompt_mask(lengths, keys.shape[3]), w.sum(axis=2), 0.0)
+  return w / jnp.maximum(w.sum(axis=-1, keepdims=True), jnp.finfo(jnp.float32).tiny)
+
+
+def attention_scores(queries: jax.Array, positions: jax.Array, keys: jax.Array,
+                     lengths: jax.Array, query_mask: jax.Array | None = None) -> jax.Array:
+  """`prompt_attention` per KV head (group mean), past-prompt slots at -inf: [b, K, T].
+  With the true response's queries this is the oracle; with lookahead queries, LookaheadKV."""
+  p = group_mean(prompt_attention(queries, positions, keys, lengths, query_mask),
+                 keys.shape[1])
+  return jnp.where(_prompt_mask(lengths, keys.shape[3]), p, -jnp.inf)
+
+
+def pyramid_budgets(num_layers: int, budget: int, *, window: int, prompt_length: int,
+                    beta: int = 20) -> tuple[int, ...]:
+  """PyramidKV's per-layer budgets for a mean of `budget` kept entries per layer and head
+  (window included): the non-window part falls linearly from layer 0 to the last layer,
+  from (2 (budget - window) - m) to m = (budget - window) // beta (KVCache-Factory's rule),
+  in equal float steps rounded per layer (kvpress's), so the mean stays at `budget`; the
+  largest is capped by the prompt. Falls back to `budget` everywhere when the pyramid does not fit (a host-side
+  helper: integers in, integers out)."""
+  if num_layers < 1 or beta < 1 or not 1 <= window <= budget:
+    raise ValueError(f"need num_layers >= 1, beta >= 1 and 1 <= window <= budget; got "
+                     f"{num_layers}, {beta}, window={window}, budget={budget}")
+  extra = budget - window
+  low = extra // beta
+  high = 2 * extra - low
+  if high >= prompt_length - window:
+    high = prompt_length - window
+    low = 2 * extra - high
+  if num_layers == 1 or not prompt_length - window >= high >= low >= 0:
+    return (budget,) * num_layers
+  step = (high - low) / (num_layers - 1)  # kvpress's float step keeps the mean at budget
+  return tuple(window + round(high - layer * step) for layer in range(num_layers))
