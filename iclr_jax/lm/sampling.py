@@ -96,7 +96,8 @@ def generate(logits_fn: Callable[[jax.Array], jax.Array], prompt: jax.Array, key
 def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.Array,
                       key: jax.Array, *, max_new_tokens: int, stop_ids=(), pad_id: int = 0,
                       temperature: float = 1.0, top_p: float = 1.0,
-                      rewrite: tuple[Callable, Any] | None = None):
+                      rewrite: tuple[Callable, Any] | None = None,
+                      prefill: Callable | None = None):
   """Prefill a ragged batch of prompts once, then decode token by token from a KV cache.
 
   Pure and jit-compatible (`lax.while_loop`, which also stops early once every row has
@@ -114,6 +115,9 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
     rewrite: optional (fn, state0): `fn(step int, tokens int [b], state) -> (tokens, state)`
       replaces the sampled tokens of each step before they are emitted and fed back (e.g.
       forcing tokens, as oracle routing does); `state0` is its initial state (a pytree).
+    prefill: optional step_fn for the prompt only (default `step_fn`), e.g. one that
+      prefills a full cache and returns an evicted one (`nn.functional.decode_evicted`);
+      the cache it returns is the one decoding continues from.
 
   Returns:
     (tokens int32 [b, max_new_tokens], num_new int32 [b]: tokens before the stop token, or
@@ -122,7 +126,7 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
   b, p = prompt.shape
   stops = jnp.asarray(list(stop_ids) or [-2], jnp.int32)
   positions = jnp.broadcast_to(jnp.arange(p), (b, p))
-  logits, cache = step_fn(prompt, positions, cache, lengths - 1)
+  logits, cache = (prefill or step_fn)(prompt, positions, cache, lengths - 1)
   tok = sample_logits(jax.random.fold_in(key, 0), logits, temperature=temperature,
                       top_p=top_p)
   fix, state = rewrite if rewrite is not None else (lambda i, t, st: (t, st), ())
