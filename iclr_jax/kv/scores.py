@@ -49,19 +49,24 @@ def _check(queries, keys, lengths):
     raise ValueError(f"lengths must be in [1, T={keys.shape[3]}], got {given.tolist()}")
 
 
-def attention_weights(queries: jax.Array, positions: jax.Array, keys: jax.Array
-                      ) -> jax.Array:
-  """Causal softmax attention `[b, H, n, T]` (float32) of queries at `positions` int [b, n]
-  over the slots t <= position (a query at a negative position sees nothing: zeros)."""
+def _logits(queries, positions, keys):
+  """Scaled logits [b, H, n, T] (float32) with the slots after each query's position at
+  -inf, and that visibility [b, 1, n, T]."""
   b, n, h, d = queries.shape
   k = keys.shape[1]
   q = queries.reshape(b, n, k, h // k, d)
   logits = jnp.einsum("bnkgd,bkdt->bkgnt", q, keys, preferred_element_type=jnp.float32)
   logits = logits.reshape(b, h, n, -1) / jnp.sqrt(jnp.float32(d))
-  visible = jnp.arange(keys.shape[3])[None, None, :] <= positions[:, :, None]  # [b, n, T]
-  logits = jnp.where(visible[:, None], logits, -jnp.inf)
-  weights = jax.nn.softmax(logits, axis=-1)
-  return jnp.where(visible[:, None], weights, 0.0)
+  visible = (jnp.arange(keys.shape[3])[None, None, :] <= positions[:, :, None])[:, None]
+  return jnp.where(visible, logits, -jnp.inf), visible
+
+
+def attention_weights(queries: jax.Array, positions: jax.Array, keys: jax.Array
+                      ) -> jax.Array:
+  """Causal softmax attention `[b, H, n, T]` (float32) of queries at `positions` int [b, n]
+  over the slots t <= position (a query at a negative position sees nothing: zeros)."""
+  logits, visible = _logits(queries, positions, keys)
+  return jnp.where(visible, jax.nn.softmax(logits, axis=-1), 0.0)
 
 
 def group_mean(scores: jax.Array, num_kv_heads: int) -> jax.Array:
@@ -148,15 +153,24 @@ def random_scores(key: jax.Array, lengths: jax.Array, num_slots: int, num_kv_hea
 def prompt_attention(queries: jax.Array, positions: jax.Array, keys: jax.Array,
                      lengths: jax.Array, query_mask: jax.Array | None = None) -> jax.Array:
   """The attention of queries [b, n, H, d] at positions [b, n] (past the prompt; keys holds
-  the slots they see) on the prompt slots t < lengths[b], averaged over the queries with
+  the slots they see) on the prompt slots t < lengths[b], summed over the queries with
   `query_mask` [b, n] (default all) and renormalised over the prompt: [b, H, T], rows
-  summing to 1 over the prompt, 0 elsewhere."""
+  summing to 1 over the prompt, 0 elsewhere.
+
+  Computed stably, as Σ_i softmax_i(log m_i) · softmax_t∈prompt(logits_it), m_i the
+  prompt's share of query i's attention: no underflow when the queries look mostly past
+  the prompt (then a plain sum-and-divide has a 0/0 gradient)."""
   _check(queries, keys, lengths)
-  w = attention_weights(queries, positions, keys)  # [b, H, n, T]
+  logits, _ = _logits(queries, positions, keys)
+  prompt = _prompt_mask(lengths, keys.shape[3])[:, :, None]  # [b, 1, 1, T]
+  in_prompt = jnp.where(prompt, logits, -jnp.inf)
+  log_share = (jax.nn.logsumexp(in_prompt, axis=-1)
+               - jax.nn.logsumexp(logits, axis=-1))  # [b, H, n]
   if query_mask is not None:
-    w = w * query_mask[:, None, :, None]
-  w = jnp.where(_prompt_mask(lengths, keys.shape[3]), w.sum(axis=2), 0.0)
-  return w / jnp.maximum(w.sum(axis=-1, keepdims=True), jnp.finfo(jnp.float32).tiny)
+    log_share = jnp.where(query_mask[:, None, :] > 0, log_share, -jnp.inf)
+  weights = jax.nn.softmax(log_share, axis=-1)  # over the queries
+  per_query = jnp.where(prompt, jax.nn.softmax(in_prompt, axis=-1), 0.0)
+  return jnp.einsum("bhn,bhnt->bht", weights, per_query)
 
 
 def attention_scores(queries: jax.Array, positions: jax.Array, keys: jax.Array,

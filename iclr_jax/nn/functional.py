@@ -7,7 +7,7 @@
 
 `decoder_lm` builds the shared transformer LM from a model spec (a mapping with d_model,
 num_layers, num_heads, mlp_ratio, norm, attention, attention_options, tie_embeddings, dtype).
-`decode` samples from a DecoderLM's parameters with its KV cache (`decode_evicted`: from a
+`decode` samples from a DecoderLM's parameters with its KV cache (`nn.eviction`: from a
 cache evicted to a budget after prefill); `frozen_backbone` gives the
 DecoderLM as functions of input embeddings (what `iclr_jax.memory` builds on).
 """
@@ -21,7 +21,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax import kv
 from iclr_jax.lm.sampling import decode_with_cache
 from iclr_jax.memory.model import Backbone
 from iclr_jax.nn import kv_cache
@@ -89,48 +88,6 @@ def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
   return decode_with_cache(model.cached, cache, prompt, lengths, key,
                            max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=pad_id,
                            temperature=temperature, top_p=top_p)
-
-
-Scorer = Callable[[tuple, tuple, jax.Array], Any]
-"""`(queries per layer [b, S, H, d], keys per layer [b, K, d, S], lengths [b]) -> scores per
-layer [b, K, S]` (see `iclr_jax.kv`)."""
-
-
-def evicting_prefill(model: DecoderLM, scorer: Scorer, budgets, *, room: int,
-                     cache_dtype=jnp.float32) -> Callable:
-  """A `decode_with_cache` prefill: the prompt fills a full cache of its own length, the
-  scorer rates every layer's entries from the layer's queries and keys, and the cache is
-  compacted to `budgets[l]` entries per KV head of layer l plus `room` decoding slots."""
-  num_kv, head_dim = model.kv_shape
-
-  def prefill(tokens, positions, _, select):
-    full = kv_cache.init_cache(num_layers=model.num_layers, batch=tokens.shape[0],
-                               capacity=tokens.shape[1], num_kv_heads=num_kv,
-                               head_dim=head_dim, dtype=cache_dtype)
-    h, full, queries = model.cached_hidden_and_queries(model.embed_tokens(tokens), positions,
-                                                       full, select)
-    lengths = select + 1
-    scores = scorer(queries, full.keys, lengths)
-    return model.logits(h), kv.compact_cache(full, scores, budgets, lengths, room=room)
-  return prefill
-
-
-def decode_evicted(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
-                   key: jax.Array, *, scorer: Scorer, budgets, max_new_tokens: int,
-                   stop_ids=(), pad_id: int = 0, temperature: float = 1.0, top_p: float = 1.0,
-                   cache_dtype=jnp.float32):
-  """`decode` from a KV cache evicted once after prefill (jit with the sizes, `scorer` and
-  `budgets`, a tuple of ints per layer, static): every layer keeps `budgets[l]` prompt
-  entries per KV head, chosen by `scorer` (see `Scorer`), plus the new tokens."""
-  model = fns.module(params)
-  if len(budgets) != model.num_layers:
-    raise ValueError(f"budgets must hold one int per layer ({model.num_layers}), got "
-                     f"{len(budgets)}")
-  prefill = evicting_prefill(model, scorer, tuple(budgets), room=max_new_tokens,
-                             cache_dtype=cache_dtype)
-  return decode_with_cache(model.cached, None, prompt, lengths, key,
-                           max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=pad_id,
-                           temperature=temperature, top_p=top_p, prefill=prefill)
 
 
 def frozen_backbone(fns: ModelFunctions, params, *, cache_dtype=jnp.float32) -> Backbone:
