@@ -13,10 +13,10 @@ keeps the top entries per head at fixed shapes (`evict`); a model decodes from t
 from iclr_jax.kv.evict import check_budget, compact_cache, compact_layer, keep_indices
 from iclr_jax.kv.lookahead import lookahead_kl
 from iclr_jax.kv.scores import (attention_scores, attention_weights, group_mean, h2o_scores,
-                                last_queries, prompt_attention, pyramid_budgets,
+                                keep_recent, last_queries, prompt_attention, pyramid_budgets,
                                 random_scores, snapkv_scores, streaming_scores)
 
 __all__ = ["attention_scores", "attention_weights", "check_budget", "compact_cache",
-           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "last_queries", "lookahead_kl",
+           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "keep_recent", "last_queries", "lookahead_kl",
            "prompt_attention", "pyramid_budgets", "random_scores", "snapkv_scores",
            "streaming_scores"]

@@ -88,6 +88,16 @@ def _always_keep(scores, lengths, first, last, top):
   return jnp.where(_prompt_mask(last, scores.shape[-1]), scores, -jnp.inf)
 
 
+def keep_recent(scores: jax.Array, lengths: jax.Array, recent: int) -> jax.Array:
+  """scores [b, K, T] with each row's last `recent` prompt slots raised above every other
+  slot (latest first): the recent window H2O and SnapKV always keep."""
+  finite = jnp.where(jnp.isfinite(scores), scores, 0.0)
+  top = jnp.max(finite, axis=-1, keepdims=True) + 1.0
+  t = jnp.arange(scores.shape[-1])[None, None, :]
+  keep = (t >= (lengths - recent)[:, None, None]) & (t < lengths[:, None, None])
+  return jnp.where(keep, top + t.astype(jnp.float32), scores)
+
+
 def last_queries(queries: jax.Array, lengths: jax.Array, window: int
                  ) -> tuple[jax.Array, jax.Array]:
   """The last `window` prompt queries of each row: ([b, window, H, d], positions [b, window];

@@ -21,6 +21,7 @@ REGISTRY: dict[str, str] = {
     "endpoint_selection": "iclr_jax.recipes.theory.endpoint_selection:train_and_evaluate",
     "gradient_estimators": "iclr_jax.recipes.pgest.gradient_estimators:train_and_evaluate",
     "gvpo_coder": "iclr_jax.recipes.rl.gvpo_coder:train_and_evaluate",
+    "kv_eviction": "iclr_jax.recipes.kv.eviction:train_and_evaluate",
     "ivw_control": "iclr_jax.recipes.pgest.ivw_control:train_and_evaluate",
     "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",
