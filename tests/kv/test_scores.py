@@ -126,6 +126,16 @@ def test_streaming_and_random_scores():
   assert keep[1, 0].tolist() == list(range(17))
 
 
+def test_keep_recent_puts_the_last_positions_first():
+  scores = jnp.asarray(np.random.default_rng(1).normal(size=(B, K, T := 12)), jnp.float32)
+  scores = scores.at[1, :, 9:].set(-jnp.inf)
+  got = kv.keep_recent(scores, jnp.asarray([12, 9]), 3)
+  keep = np.asarray(kv.keep_indices(got, 3))
+  assert keep[0, 0].tolist() == [9, 10, 11] and keep[1, 1].tolist() == [6, 7, 8]
+  np.testing.assert_array_equal(got[0, :, :9], scores[0, :, :9])  # the rest untouched
+  assert np.all(np.isneginf(got[1, :, 9:]))
+
+
 def test_pyramid_budgets_follow_pyramidkv():
   # extra = 64 - 8 = 56: min 56 // 20 = 2, max 2·56 - 2 = 110, step (110 - 2) / 29.
   budgets = kv.pyramid_budgets(30, 64, window=8, prompt_length=1000)
