@@ -92,6 +92,7 @@ def test_composition_rows_and_scores(runner):
   right, wrong = row[q:-1], [ids[0]] + runner.encode("a b\nb") + [ids[2]]
   got = C.score(runner, [right, wrong], [task, task], routes=[(2, 0), (0, 2)])
   assert got["exact_match"] == got["final_exact_match"] == got["routing_accuracy"] == 0.5
+  assert got["first_step_routing"] == 0.5
   assert 0.5 < got["rouge_l"] < 1
 
 

@@ -10,7 +10,7 @@ end]`, so it has to emit both memory tokens, in order, on its own.
 Scores: exact match of the two-line response, exact match of its last line (the final
 result), ROUGE-L of the response, and routing: TokMem emits exactly (m_i, m_j); retrieval
 finds procedure i for the query's first half and j for its second (the query split at
-" then ", one retrieval per step).
+" then ", one retrieval per step); `first_step_routing` counts the first step alone.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def score(runner, outputs, test: list[Task], *, routes=None) -> dict:
          "num_test": len(test)}
   if routes is not None:
     out["routing_accuracy"] = float(np.mean([tuple(r) == t[0] for r, t in zip(routes, test)]))
+    out["first_step_routing"] = float(np.mean([tuple(r[:1]) == t[0][:1]
+                                               for r, t in zip(routes, test)]))
   return out
 
 

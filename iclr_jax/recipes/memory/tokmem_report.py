@@ -41,8 +41,8 @@ def compose_table(rows: Sequence[dict]) -> list[dict]:
                  metrics=("exact_match", "final_exact_match", "rouge_l", "trainable_params",
                           "prompt_tokens"))
   for agg in out:
-    for extra in ("routing_accuracy", "oracle_exact_match", "oracle_final_exact_match",
-                  "train_seconds"):
+    for extra in ("routing_accuracy", "first_step_routing", "oracle_exact_match",
+                  "oracle_final_exact_match", "train_seconds"):
       sel = [r for r in rows if r["method"] == agg["method"] and r.get(extra) is not None]
       if sel:
         agg.update(mean_std(sel, by=("method",), metrics=(extra,))[0])
@@ -63,6 +63,7 @@ CONTINUAL_COLUMNS = [("method", "{method}"), ("after round", "{round}"),
 
 COMPOSE_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "{seeds}"),
                    ("routing acc.", _cell("routing_accuracy")),
+                   ("first step routed", _cell("first_step_routing")),
                    ("exact match", _cell("exact_match")),
                    ("final-step EM", _cell("final_exact_match")),
                    ("ROUGE-L", _cell("rouge_l")),
