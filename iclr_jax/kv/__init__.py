@@ -5,9 +5,9 @@
     small = compact_cache(cache, scores, [64] * len(scores), lengths, room=max_new_tokens)
 
 Scorers are pure functions of a layer's rotated queries and cache keys (`scores`); eviction
-keeps the top entries per head at fixed shapes (`evict`); a model decodes from the compacted
-`nn.KVCache` as from a full one (`nn.eviction.decode_evicted`). LookaheadKV: the loss here
-(`lookahead_kl`), the lookahead pass in `nn.eviction`.
+keeps the top entries per head at fixed shapes (`evict`); a model decodes from the
+compacted `nn.kv_cache.KVCache` as from a full one (`nn.eviction.decode_evicted`).
+LookaheadKV: the loss here (`lookahead_kl`), the lookahead pass in `nn.eviction`.
 """
 
 from iclr_jax.kv.evict import check_budget, compact_cache, compact_layer, keep_indices
@@ -17,6 +17,7 @@ from iclr_jax.kv.scores import (attention_scores, attention_weights, group_mean,
                                 random_scores, snapkv_scores, streaming_scores)
 
 __all__ = ["attention_scores", "attention_weights", "check_budget", "compact_cache",
-           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "keep_recent", "last_queries", "lookahead_kl",
+           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "keep_recent",
+           "last_queries", "lookahead_kl",
            "prompt_attention", "pyramid_budgets", "random_scores", "snapkv_scores",
            "streaming_scores"]

@@ -3,10 +3,11 @@
 After prefill, each layer's cache holds slot t = position t. Eviction keeps, per (row, KV
 head), the `budget` slots of highest score (`keep_indices`, sorted by position) and packs
 them into a compacted cache (`compact_cache`) of `budget + room` slots per layer: the kept
-prompt entries first, then `room` empty slots for decoding. The compacted `nn.KVCache`
-records the position each slot holds (so RoPE-rotated keys keep their true positions and
-attention masks by position, not by slot) and an offset per row: decoding writes position
-p to slot p - offset = budget + (p - prompt length), the same slot for every head.
+prompt entries first, then `room` empty slots for decoding. The compacted
+`nn.kv_cache.KVCache` records the position each slot holds (so RoPE-rotated keys keep their
+true positions and attention masks by position, not by slot) and an offset per row:
+decoding writes position p to slot p - offset = budget + (p - prompt length), the same slot
+for every head.
 
 Budgets are static Python ints (shapes depend on them); a layer may have its own budget
 (PyramidKV). A kept slot whose score is -inf (a row shorter than the budget, seen only
@@ -69,9 +70,10 @@ def compact_layer(keys: jax.Array, values: jax.Array, scores: jax.Array, budget:
 
 def compact_cache(cache, scores: Sequence[jax.Array], budgets: Sequence[int],
                   lengths: jax.Array, *, room: int):
-  """A prefilled full `nn.KVCache` (slot t = position t; prompts of `lengths` int [b]) evicted to
-  `budgets[l]` entries per KV head of layer l by `scores[l]` [b, K, T], with `room`
-  decoding slots per layer. Returns the compacted `KVCache` (see the module doc)."""
+  """A prefilled full `nn.kv_cache.KVCache` (slot t = position t; prompts of `lengths`
+  int [b]) evicted to `budgets[l]` entries per KV head of layer l by `scores[l]`
+  [b, K, T], with `room` decoding slots per layer. Returns the compacted cache (see the
+  module doc)."""
   n = len(cache.keys)
   if cache.slots is not None:
     raise ValueError("compact_cache needs a full (not yet compacted) cache")

@@ -198,8 +198,8 @@ def pyramid_budgets(num_layers: int, budget: int, *, window: int, prompt_length:
   (window included): the non-window part falls linearly from layer 0 to the last layer,
   from (2 (budget - window) - m) to m = (budget - window) // beta (KVCache-Factory's rule),
   in equal float steps rounded per layer (kvpress's), so the mean stays at `budget`; the
-  largest is capped by the prompt. Falls back to `budget` everywhere when the pyramid does not fit (a host-side
-  helper: integers in, integers out)."""
+  largest is capped by the prompt. Falls back to `budget` everywhere when the pyramid
+  does not fit (a host-side helper: integers in, integers out)."""
   if num_layers < 1 or beta < 1 or not 1 <= window <= budget:
     raise ValueError(f"need num_layers >= 1, beta >= 1 and 1 <= window <= budget; got "
                      f"{num_layers}, {beta}, window={window}, budget={budget}")

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure, markdown_table
 
-COLUMNS = [("scorer", "{scorer}"), ("budget", "{budget}"), ("kept entries", "{budget_tokens}"),
-           ("recall of oracle", "{recall:.3f}"), ("agreement with full cache", "{agreement:.3f}"),
-           ("task accuracy", "{accuracy:.3f}"), ("full-cache accuracy", "{full_cache_accuracy:.3f}")]
+COLUMNS = [("scorer", "{scorer}"), ("budget", "{budget}"),
+           ("kept entries", "{budget_tokens}"), ("recall of oracle", "{recall:.3f}"),
+           ("agreement with full cache", "{agreement:.3f}"),
+           ("task accuracy", "{accuracy:.3f}"),
+           ("full-cache accuracy", "{full_cache_accuracy:.3f}")]
 
 
 def write(workdir: str, rows: Sequence[dict]) -> dict:
