@@ -57,13 +57,13 @@ def test_lookahead_of_response_embeddings_is_the_response_attention(rng):
   zero = jax.tree.map(jnp.zeros_like, adapters)
   response = rng.integers(1, 41, size=3)
   lookahead = params["embed"]["embedding"][...][response]
-  predicted, _ = E.lookahead_attention(fns, params, zero, lookahead, prompt, lengths,
-                                       alpha=ALPHA)
+  predicted, _ = jax.jit(functools.partial(E.lookahead_attention, fns, alpha=ALPHA))(
+      params, zero, lookahead, prompt, lengths)
   seq = np.zeros((2, 15), np.int32)
   for b, n in enumerate(np.asarray(lengths)):
     seq[b, :n], seq[b, n:n + 3] = np.asarray(prompt[b, :n]), response
-  target = E.response_attention(fns, params, jnp.asarray(seq), lengths, lengths + 3,
-                                prompt_width=12)
+  target = jax.jit(functools.partial(E.response_attention, fns, prompt_width=12))(
+      params, jnp.asarray(seq), lengths, lengths + 3)
   for p, t in zip(predicted, target):
     np.testing.assert_allclose(p, t, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(t).sum(-1), 1.0, rtol=1e-5)

@@ -71,7 +71,7 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
     c.train.update(epochs=1, batch_size=2, checkpoint_every=1, soft_tokens=2)
     c.continual = dict(rounds=2, per_round=2)
     c.compose.update(procedures=3, num_atomic=1, train_pairs=2, test_pairs=1, num_train=1,
-                     num_test=1, max_new_tokens=6, methods=("tfidf", "tokmem", "lora"))
+                     num_test=1, max_new_tokens=6, methods=("tfidf", "tokmem"))
     c.eval_batch_size = 4
     c.max_new_tokens = 4
   return c
