@@ -13,11 +13,11 @@ LookaheadKV: the loss here (`lookahead_kl`), the lookahead pass in `nn.eviction`
 from iclr_jax.kv.evict import check_budget, compact_cache, compact_layer, keep_indices
 from iclr_jax.kv.lookahead import lookahead_kl
 from iclr_jax.kv.scores import (attention_scores, attention_weights, group_mean, h2o_scores,
-                                keep_recent, last_queries, prompt_attention, pyramid_budgets,
+                                keep_recent, kv_head_scores, last_queries, prompt_attention, pyramid_budgets,
                                 random_scores, snapkv_scores, streaming_scores)
 
 __all__ = ["attention_scores", "attention_weights", "check_budget", "compact_cache",
-           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "keep_recent",
+           "compact_layer", "group_mean", "h2o_scores", "keep_indices", "keep_recent", "kv_head_scores",
            "last_queries", "lookahead_kl",
            "prompt_attention", "pyramid_budgets", "random_scores", "snapkv_scores",
            "streaming_scores"]

@@ -75,6 +75,13 @@ def group_mean(scores: jax.Array, num_kv_heads: int) -> jax.Array:
   return scores.reshape(b, num_kv_heads, h // num_kv_heads, t).mean(axis=2)
 
 
+def kv_head_scores(per_head: jax.Array, lengths: jax.Array, num_kv_heads: int) -> jax.Array:
+  """Per-query-head scores [b, H, T] as eviction scores [b, K, T]: the group mean, with
+  the slots past each prompt at -inf."""
+  return jnp.where(_prompt_mask(lengths, per_head.shape[-1]),
+                   group_mean(per_head, num_kv_heads), -jnp.inf)
+
+
 def _prompt_mask(lengths, t):
   return jnp.arange(t)[None, None, :] < lengths[:, None, None]  # [b, 1, T]
 
@@ -187,9 +194,8 @@ def attention_scores(queries: jax.Array, positions: jax.Array, keys: jax.Array,
                      lengths: jax.Array, query_mask: jax.Array | None = None) -> jax.Array:
   """`prompt_attention` per KV head (group mean), past-prompt slots at -inf: [b, K, T].
   With the true response's queries this is the oracle; with lookahead queries, LookaheadKV."""
-  p = group_mean(prompt_attention(queries, positions, keys, lengths, query_mask),
-                 keys.shape[1])
-  return jnp.where(_prompt_mask(lengths, keys.shape[3]), p, -jnp.inf)
+  return kv_head_scores(prompt_attention(queries, positions, keys, lengths, query_mask),
+                        lengths, keys.shape[1])
 
 
 def pyramid_budgets(num_layers: int, budget: int, *, window: int, prompt_length: int,

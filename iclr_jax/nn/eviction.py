@@ -59,9 +59,8 @@ def evicting_prefill(model: DecoderLM, scores_fn: Callable, budgets: Sequence[in
     logits, cache, queries = prefill_full(model, tokens, lengths, capacity=p + extra,
                                           cache_dtype=cache_dtype)
     scores = [s[..., :p] for s in scores_fn(cache, queries, lengths)]
-    prompt_cache = cache._replace(keys=tuple(k[..., :p] for k in cache.keys),
-                                  values=tuple(v[:, :, :p] for v in cache.values))
-    return logits, kv.compact_cache(prompt_cache, scores, budgets, lengths, room=room)
+    return logits, kv.compact_cache(kv_cache.first_slots(cache, p), scores, budgets, lengths,
+                                    room=room)
   return prefill
 
 

@@ -52,6 +52,14 @@ def init_cache(*, num_layers: int, batch: int, capacity: int, num_kv_heads: int,
                  tuple(jnp.zeros(values, dtype) for _ in range(num_layers)))
 
 
+def first_slots(cache: KVCache, num: int) -> KVCache:
+  """A full cache cut to its first `num` slots (e.g. the prompt's, dropping spare ones)."""
+  if cache.slots is not None:
+    raise ValueError("first_slots needs a full (not compacted) cache")
+  return cache._replace(keys=tuple(k[..., :num] for k in cache.keys),
+                        values=tuple(v[:, :, :num] for v in cache.values))
+
+
 def write_keys(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
   """slots [b, K, d, T] with `new` [b, s, K, d] written at `positions` int [b, s]."""
   rows = jnp.arange(slots.shape[0])[:, None]

@@ -117,8 +117,7 @@ def test_decode_with_lookahead_scores_equals_eviction_by_those_scores(rng):
                                   alpha=ALPHA)
 
   def by_given_scores(params, prompt, lengths, attn):
-    scores = [jnp.where(jnp.arange(12) < lengths[:, None, None], kv.group_mean(a, 2),
-                        -jnp.inf) for a in attn]
+    scores = [kv.kv_head_scores(a, lengths, 2) for a in attn]
     return E.decode_evicted(fns, params, prompt, lengths, jax.random.key(0),
                             scorer=lambda q, k, n: scores, budgets=budgets,
                             max_new_tokens=5, temperature=0.0)

@@ -19,15 +19,11 @@ import jax.numpy as jnp
 from iclr_jax import kv
 from iclr_jax.lm.sampling import decode_with_cache
 from iclr_jax.nn import eviction as E
+from iclr_jax.nn import kv_cache
 from iclr_jax.nn.lora import merge_lora
 
 PROMPT_SCORERS = ("snapkv", "pyramidkv", "h2o", "streaming", "random")
 RESPONSE_SCORERS = ("oracle", "draft")
-
-
-def _per_kv(per_head, lengths, k):
-  return [jnp.where(jnp.arange(a.shape[-1]) < lengths[:, None, None], kv.group_mean(a, k),
-                    -jnp.inf) for a in per_head]
 
 
 @functools.partial(jax.jit, static_argnums=0,
@@ -48,16 +44,14 @@ def score_batch(fns, params, trainable, prompt, lengths, oracle_seq, oracle_len,
                  for i in range(len(keys))]}
   out["pyramidkv"] = out["snapkv"]
   for name, seq, n in (("oracle", oracle_seq, oracle_len), ("draft", draft_seq, draft_len)):
-    out[name] = _per_kv(E.response_attention(fns, params, seq, lengths, n, prompt_width=p),
-                        lengths, num_kv)
+    out[name] = [kv.kv_head_scores(a, lengths, num_kv) for a in
+                 E.response_attention(fns, params, seq, lengths, n, prompt_width=p)]
   if lookahead:
     merged = fns.module(merge_lora(params, trainable["lora"], alpha=alpha))
     c2, lq, pos = E.lookahead_step(merged, trainable["lookahead"], cache, lengths)
     out["lookahead"] = [kv.attention_scores(q, pos, k, lengths)[..., :p]
                         for q, k in zip(lq, c2.keys)]
-  prompt_cache = cache._replace(keys=tuple(keys),
-                                values=tuple(v[:, :, :p] for v in cache.values))
-  return logits, prompt_cache, out
+  return logits, kv_cache.first_slots(cache, p), out
 
 
 @functools.partial(jax.jit, static_argnums=0,
