@@ -11,6 +11,9 @@ Continual: `config.continual.rounds` rounds of `per_round` new procedures; each 
 only its new rows (earlier rows frozen), with and without renormalising them to the mean norm
 of the earlier rows; after every round all procedures seen so far are scored.
 
+Compositions (`config.compose.procedures` > 0): two-step queries on held-out pairs of
+procedures, for `config.compose.methods` (see `compose.py`).
+
 Outputs in the workdir: results.jsonl (unit = experiment × scale × method × seed; a killed
 run resumes after the last finished unit, and inside a unit from its last checkpoint),
 table.md, table.json, summary.json, forgetting.png.
