@@ -88,7 +88,7 @@ def _prompt_mask(lengths, t):
 
 def _always_keep(scores, lengths, first, last, top):
   """Slots in [first, last) per row score top + t (so they outrank every other slot and the
-  latest of them go first); slots past the prompt score -inf."""
+  latest of them go first; `top` a number or [b, K, 1]); slots past the prompt score -inf."""
   t = jnp.arange(scores.shape[-1])[None, None, :]
   keep = (t >= first[:, None, None]) & (t < last[:, None, None])
   scores = jnp.where(keep, jnp.float32(top) + t.astype(jnp.float32), scores)
@@ -97,12 +97,10 @@ def _always_keep(scores, lengths, first, last, top):
 
 def keep_recent(scores: jax.Array, lengths: jax.Array, recent: int) -> jax.Array:
   """scores [b, K, T] with each row's last `recent` prompt slots raised above every other
-  slot (latest first): the recent window H2O and SnapKV always keep."""
-  finite = jnp.where(jnp.isfinite(scores), scores, 0.0)
-  top = jnp.max(finite, axis=-1, keepdims=True) + 1.0
-  t = jnp.arange(scores.shape[-1])[None, None, :]
-  keep = (t >= (lengths - recent)[:, None, None]) & (t < lengths[:, None, None])
-  return jnp.where(keep, top + t.astype(jnp.float32), scores)
+  slot (latest first) and the slots past the prompt at -inf: the recent window H2O and
+  SnapKV always keep."""
+  top = jnp.max(jnp.where(jnp.isfinite(scores), scores, 0.0), axis=-1, keepdims=True) + 1.0
+  return _always_keep(scores, lengths, lengths - recent, lengths, top)
 
 
 def last_queries(queries: jax.Array, lengths: jax.Array, window: int
