@@ -296,11 +296,24 @@ def _initial_state(run: _Run, seed_candidate: Candidate, seed: int,
 
 
 def _result(s: RunState) -> Result:
-  aggs = [sum(v) / len(v) for v in s.val_scores]
-  best = max(range(len(aggs)), key=lambda i: (aggs[i], -i))
-  return Result(candidates=[dict(c) for c in s.candidates], parents=s.parents,
-                val_scores=s.val_scores, aggregates=aggs,
-                front={v: list(f) for v, f in enumerate(s.fronts)},
-                discovery_calls=s.discovery_calls, metric_calls=s.metric_calls,
-                best_idx=best, best_candidate=dict(s.candidates[best]), best_score=aggs[best],
-                iterations=s.iteration, log=s.log)
+  return pool_result(s.candidates, s.val_scores, s.discovery_calls, s.metric_calls,
+                     parents=s.parents, iterations=s.iteration, log=s.log)
+
+
+def pool_result(candidates: Sequence[Candidate], val_scores: Sequence[Sequence[float]],
+                discovery_calls: Sequence[int], metric_calls: int, *,
+                parents: Sequence[Sequence[int | None]] | None = None, iterations: int = 0,
+                log: Sequence[dict] = ()) -> Result:
+  """A `Result` for any pool of validated candidates (GEPA's or a baseline's)."""
+  aggs = [sum(v) / len(v) for v in val_scores]
+  best_idx = max(range(len(aggs)), key=lambda i: (aggs[i], -i))
+  best, fronts = {}, {}
+  for i, scores in enumerate(val_scores):
+    best, fronts = pareto.update_front(best, fronts, i, dict(enumerate(scores)))
+  return Result(candidates=[dict(c) for c in candidates],
+                parents=[list(p) for p in parents] if parents else [[None]] * len(candidates),
+                val_scores=[list(v) for v in val_scores], aggregates=aggs,
+                front={v: sorted(f) for v, f in fronts.items()},
+                discovery_calls=list(discovery_calls), metric_calls=int(metric_calls),
+                best_idx=best_idx, best_candidate=dict(candidates[best_idx]),
+                best_score=aggs[best_idx], iterations=iterations, log=list(log))

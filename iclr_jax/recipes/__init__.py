@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "duo": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "duo_pp": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "endpoint_selection": "iclr_jax.recipes.theory.endpoint_selection:train_and_evaluate",
+    "gepa": "iclr_jax.recipes.prompt_opt.gepa:train_and_evaluate",
     "gradient_estimators": "iclr_jax.recipes.pgest.gradient_estimators:train_and_evaluate",
     "gvpo_coder": "iclr_jax.recipes.rl.gvpo_coder:train_and_evaluate",
     "kv_eviction": "iclr_jax.recipes.kv.eviction:train_and_evaluate",

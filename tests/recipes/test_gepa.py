@@ -1,0 +1,48 @@
+"""The GEPA recipe: the oracle reflector writes the rule, and the smoke run (a random
+2-layer model with SmolLM2's tokenizer) writes rows within budget and resumes."""
+
+import json
+import os
+
+from iclr_jax.datasets.prompt_tasks import prompt_task
+from iclr_jax.recipes.prompt_opt import gepa
+from tests.recipes.config_files import smoke_config
+
+
+def test_oracle_reflector_appends_the_hints_of_the_failures_once():
+  task = prompt_task("units", n_train=6, n_val=2, n_test=2)
+  reflect = gepa.oracle_reflector(task)
+  records = [{"Inputs": ex.input, "Feedback": "Correct." if i == 0 else "Wrong"}
+             for i, ex in enumerate(task.train[:3])]
+  out = reflect({"instruction": "Convert."}, {"instruction": records}, ["instruction"])
+  hints = {task.hint(ex) for ex in task.train[1:3]}
+  text = out["instruction"]
+  assert text.startswith("Convert. ") and all(text.count(h) == 1 for h in hints)
+  if task.hint(task.train[0]) not in hints:
+    assert task.hint(task.train[0]) not in text
+  assert reflect({"instruction": text}, {"instruction": records}, ["instruction"]) == {}
+
+
+def test_smoke_run_rows_and_resume(tmp_path):
+  config = smoke_config("gepa")
+  gepa.train_and_evaluate(config, str(tmp_path))
+  rows = [json.loads(line) for line in open(tmp_path / "results.jsonl")]
+  assert [r["method"] for r in rows] == list(config.methods)
+  for r in rows:
+    assert 0 <= r["val"] <= 1 and 0 <= r["test"] <= 1
+    assert r["rollouts"] <= config.budget and r["curve"][-1][2] == r["test"]
+  assert next(r for r in rows if r["method"] == "seed")["rollouts"] == config.data.n_val
+  for name in ("table.md", "summary.json", "rollouts.png"):
+    assert os.path.getsize(tmp_path / name) > 0
+  before = os.path.getsize(tmp_path / "results.jsonl")
+  gepa.train_and_evaluate(config, str(tmp_path))
+  assert os.path.getsize(tmp_path / "results.jsonl") == before
+
+
+def test_bad_config_is_named(tmp_path):
+  import pytest  # pylint: disable=import-outside-toplevel
+  from iclr_jax.errors import ConfigError  # pylint: disable=import-outside-toplevel
+  config = smoke_config("gepa")
+  config.methods = ("gepa", "grpo_lora")
+  with pytest.raises(ConfigError, match=r"config.methods \['grpo_lora'\]"):
+    gepa.train_and_evaluate(config, str(tmp_path))
