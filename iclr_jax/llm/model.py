@@ -41,6 +41,27 @@ def _check_texts(name: str, texts) -> list[str]:
   return list(texts)
 
 
+def next_token_logprobs(functions: ModelFunctions, params, tokens: jax.Array) -> jax.Array:
+  """log p(tokens[:, t + 1] | tokens[:, :t + 1]): float32 [B, S], last column 0.
+
+  Differentiable in `params` (e.g. LoRA-merged weights) and usable under `jit`; the head
+  runs in chunks of `SCORE_CHUNK` rows, so [B, S, vocab] logits are never held at once.
+  """
+  model = functions.module(params)
+  h = model.hidden(tokens)
+  kernel, bias = model.head_weights()
+  targets = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
+  b, s, d = h.shape
+
+  def logprob(logits, target):
+    logz = jax.nn.logsumexp(logits, axis=-1)
+    return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
+
+  out = chunked_head_loss(h.reshape(b * s, d), kernel, bias, logprob,
+                          targets.reshape(-1), chunk_size=SCORE_CHUNK)
+  return out.reshape(b, s).at[:, -1].set(0.0)
+
+
 class PretrainedLM:
   """A pretrained causal LM: `logits`, `generate`, `score`, `chat` (see `iclr_jax.llm`).
 
@@ -107,11 +128,13 @@ class PretrainedLM:
   def generate_ids(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                    temperature: float = 0.0, top_p: float = 1.0,
                    key: jax.Array | None = None,
-                   stop_ids: Sequence[int] | None = None) -> list[list[int]]:
+                   stop_ids: Sequence[int] | None = None, params=None) -> list[list[int]]:
     """New token ids after each prompt, up to (not including) a stop token.
 
     stop_ids: the tokens that end a row; None = the tokenizer's (EOS, `<|im_end|>`,
     `<|endoftext|>`), () = none (always `max_new_tokens` tokens).
+    params: weights of the same structure to decode with (e.g. LoRA-merged); None = the
+    model's own. Either way the decoder compiles once per shape.
     """
     prompts = self._check_ids("prompts", prompts)
     if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
@@ -128,8 +151,9 @@ class PretrainedLM:
     capacity = min(_round_up(length + max_new_tokens, LENGTH_BUCKET), max(
         self.spec.context_length, length + max_new_tokens))
     tokens, lengths = self._pad(prompts, length)
+    params = self.params if params is None else params
     out, num_new = self._decode(
-        self.params, tokens, lengths, jax.random.key(0) if key is None else key,
+        params, tokens, lengths, jax.random.key(0) if key is None else key,
         max_new_tokens=int(max_new_tokens), capacity=int(capacity),
         temperature=float(temperature), top_p=float(top_p),
         stop_ids=tuple(self.tokenizer.stop_ids if stop_ids is None else map(int, stop_ids)))
@@ -147,12 +171,13 @@ class PretrainedLM:
 
   def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
                temperature: float = 0.0, top_p: float = 1.0,
-               key: jax.Array | None = None) -> list[str]:
-    """Continuations of raw text prompts; temperature 0 is greedy (key then optional)."""
+               key: jax.Array | None = None, params=None) -> list[str]:
+    """Continuations of raw text prompts; temperature 0 is greedy (key then optional);
+    `params` as in `generate_ids`."""
     prompts = _check_texts("prompts", prompts)
     ids = self.generate_ids([self.tokenizer.encode(p) for p in prompts],
                             max_new_tokens=max_new_tokens, temperature=temperature,
-                            top_p=top_p, key=key)
+                            top_p=top_p, key=key, params=params)
     return [self.tokenizer.decode(i) for i in ids]
 
   def chat(self, messages: Sequence[Mapping[str, str]], **generate_kwargs) -> str:
@@ -183,20 +208,7 @@ class PretrainedLM:
 
   @functools.partial(jax.jit, static_argnums=0)
   def _token_logprobs(self, params, tokens):
-    """log p(tokens[:, t + 1] | tokens[:, :t + 1]) float32 [B, S] (last column 0)."""
-    model = self.functions.module(params)
-    h = model.hidden(tokens)
-    kernel, bias = model.head_weights()
-    targets = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
-    b, s, d = h.shape
-
-    def logprob(logits, target):
-      logz = jax.nn.logsumexp(logits, axis=-1)
-      return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
-
-    out = chunked_head_loss(h.reshape(b * s, d), kernel, bias, logprob,
-                            targets.reshape(-1), chunk_size=SCORE_CHUNK)
-    return out.reshape(b, s).at[:, -1].set(0.0)
+    return next_token_logprobs(self.functions, params, tokens)
 
   def score(self, prompts: Sequence[str], continuations: Sequence[str], *,
             per_token: bool = False):

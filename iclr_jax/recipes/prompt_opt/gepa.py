@@ -10,7 +10,9 @@ result on the held-out test split:
   failure in the minibatch it appends the rule sentence that fixes it (the ablation that
   separates the algorithm from the reflector's strength);
 - `best_of_n`: instructions the model writes from the task description, no feedback;
-- `fewshot`: bootstrapped demonstrations appended to the seed instruction.
+- `fewshot`: bootstrapped demonstrations appended to the seed instruction;
+- `grpo_lora`: GRPO on a LoRA of the model with the seed instruction (`grpo_lora.py`); its
+  budget pays for training samples.
 Every best-so-far candidate is also scored on test, giving test accuracy against rollouts.
 
 Outputs in the workdir: results.jsonl (unit = task × method × seed; a finished unit is
@@ -32,7 +34,7 @@ from iclr_jax.llm import load_pretrained, random_pretrained
 from iclr_jax.prompt_opt.baselines import best_of_n, bootstrap_fewshot, lm_instruction_sampler
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter
 from iclr_jax.prompt_opt.engine import pool_result
-from iclr_jax.recipes.prompt_opt import gepa_report
+from iclr_jax.recipes.prompt_opt import gepa_report, grpo_lora
 from iclr_jax.train.study import Study
 
 COMPONENT = "instruction"
@@ -100,6 +102,11 @@ METHODS = {
 }
 
 
+# methods that train weights rather than texts: (lm, task, config, seed, unit_dir,
+# instruction) -> the study row
+WEIGHT_METHODS = {"grpo_lora": grpo_lora.run}
+
+
 def _test_curve(adapter, task, result):
   """(rollouts, best validation score, its test score) at each new best candidate."""
   curve, tested, best = [], {}, None
@@ -113,11 +120,11 @@ def _test_curve(adapter, task, result):
 
 
 def _check_config(config):
-  unknown = [m for m in config.methods if m not in METHODS]
+  unknown = [m for m in config.methods if m not in METHODS and m not in WEIGHT_METHODS]
   unknown_tasks = [t for t in config.tasks if t not in TASKS]
   if unknown or unknown_tasks:
     raise ConfigError(f"config.methods {unknown} / config.tasks {unknown_tasks} unknown; "
-                      f"known: {sorted(METHODS)} / {sorted(TASKS)}")
+                      f"known: {sorted(METHODS) + sorted(WEIGHT_METHODS)} / {sorted(TASKS)}")
   if config.seeds < 1 or config.minibatch_size < 1:
     raise ConfigError("config.seeds and config.minibatch_size must be >= 1")
 
@@ -130,6 +137,10 @@ def _task(config, name):
 
 
 def _unit(lm, task, method, seed, config, unit_dir):
+  if method in WEIGHT_METHODS:
+    t0 = time.time()
+    row = WEIGHT_METHODS[method](lm, task, config, seed, unit_dir, task.seed_prompt)
+    return dict(row, optimise_seconds=time.time() - t0, unit_seconds=time.time() - t0)
   adapter = ChatAdapter(lm, score=task.score, component=COMPONENT,
                         max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
                         placement=config.placement)
