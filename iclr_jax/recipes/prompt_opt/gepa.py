@@ -16,7 +16,7 @@ result on the held-out test split:
 Every best-so-far candidate is also scored on test, giving test accuracy against rollouts.
 
 Outputs in the workdir: results.jsonl (unit = task × method × seed; a finished unit is
-skipped on restart; GEPA units resume inside from their run directory), table.md,
+skipped on restart; GEPA and GRPO units resume inside from their unit directory), table.md,
 summary.json, rollouts.png.
 """
 
