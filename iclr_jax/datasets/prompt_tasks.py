@@ -22,6 +22,7 @@ reflector uses. `prompt_task(name, n_train, n_val, n_test, seed)` draws disjoint
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -193,9 +194,7 @@ TASKS = {
         description="answer a question about a country's capital city",
         seed_prompt="Answer the question.",
         rule="Reply with exactly one line of the form 'Answer: <capital city>' and nothing "
-             "else.",
-        hint=lambda ex: "Reply with exactly one line of the form 'Answer: <capital city>' "
-                        "and nothing else."),
+             "else."),
     "units": dict(
         make=_units, score=_score_units, hint=_hint_units,
         description="convert a quantity between metric units",
@@ -207,9 +206,7 @@ TASKS = {
         description="extract a person's name, age and city from a sentence as JSON",
         seed_prompt="Extract the information from the text.",
         rule='Reply with one JSON object and nothing else: {"name": <string>, "age": '
-             '<integer>, "city": <string>}.',
-        hint=lambda ex: 'Reply with one JSON object and nothing else: {"name": <string>, '
-                        '"age": <integer>, "city": <string>}.'),
+             '<integer>, "city": <string>}.'),
     "sentiment": dict(
         make=_sentiment, score=_score_sentiment,
         description="label the sentiment of a short review as positive, negative or mixed",
@@ -218,6 +215,15 @@ TASKS = {
         hint=lambda ex: (_MIXED if ex.key == "mixed" else "")
         + " Reply with the label alone, in lowercase."),
 }
+
+
+def _whole_rule(rule: str, example: PromptExample) -> str:
+  del example
+  return rule
+
+
+for _t in TASKS.values():  # a task whose rule is one sentence: that sentence is every hint
+  _t.setdefault("hint", functools.partial(_whole_rule, _t["rule"]))
 
 
 def prompt_task(name: str, *, n_train: int, n_val: int, n_test: int,
@@ -239,4 +245,4 @@ def prompt_task(name: str, *, n_train: int, n_val: int, n_test: int,
                     rule=t["rule"], train=tuple(examples[:n_train]),
                     val=tuple(examples[n_train:n_train + n_val]),
                     test=tuple(examples[n_train + n_val:]), score=t["score"],
-                    hint=t.get("hint"))
+                    hint=t["hint"])

@@ -19,6 +19,9 @@ import jax.numpy as jnp
 from iclr_jax.merging.trees import named_leaves, path_string
 
 
+QKV_KERNELS = r"blocks/\d+/attn/qkv/kernel"  # DecoderLM's fused query/key/value kernels
+
+
 def lora_targets(params: Any, patterns: Sequence[str]) -> list[str]:
   """Paths of the 2-D leaves of `params` that fully match one of the regex `patterns`."""
   paths = [p for p, x in named_leaves(params).items()

@@ -56,7 +56,8 @@ class ChatAdapter:
   def __init__(self, lm, *, score: Score, inputs: Callable[[Any], str] = lambda ex: ex.input,
                component: str = "instruction", max_new_tokens: int = 48,
                batch_size: int = 16, placement: str = "user"):
-    conversation("", "", placement)  # checks placement
+    if placement not in PLACEMENTS:
+      raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     self.lm, self.score, self.inputs, self.placement = lm, score, inputs, placement
     self.component, self.components = component, (component,)
     self.max_new_tokens, self.batch_size = int(max_new_tokens), int(batch_size)

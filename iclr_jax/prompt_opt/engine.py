@@ -116,8 +116,8 @@ class _Run:
   def aggregates(self) -> list[float]:
     return [sum(s) / len(s) for s in self.state.val_scores]
 
-  def fronts(self) -> dict[int, frozenset[int]]:
-    return {v: frozenset(f) for v, f in enumerate(self.state.fronts)}
+  def fronts(self) -> dict:
+    return pareto.fronts_of(self.state.val_scores)[1]
 
   def add(self, candidate: Candidate, parents: list[int], calls_before: int) -> int:
     """Validates `candidate` on the whole validation set and adds it to the pool."""
@@ -129,10 +129,6 @@ class _Run:
     s.val_scores.append(scores)
     s.next_component.append(max(s.next_component[p] for p in parents))
     s.discovery_calls.append(calls_before)
-    best, fronts = pareto.update_front(dict(enumerate(s.best)), self.fronts(), idx,
-                                       dict(enumerate(scores)))
-    s.best = [best[v] for v in range(len(self.valset))]
-    s.fronts = [sorted(fronts[v]) for v in range(len(self.valset))]
     if self.use_merge:
       s.merge["last_found_new"] = True
       if s.merge["tested"] < self.max_merges:
@@ -282,7 +278,7 @@ def optimize(seed_candidate: Mapping[str, str], trainset: Sequence[Any],
 def _initial_state(run: _Run, seed_candidate: Candidate, seed: int,
                    minibatch_size: int) -> RunState:
   n = len(run.valset)
-  run.state = RunState(candidates=[], parents=[], val_scores=[], best=[], fronts=[],
+  run.state = RunState(candidates=[], parents=[], val_scores=[],
                        next_component=[], discovery_calls=[], metric_calls=0,
                        sampler=EpochSampler(len(run.trainset), minibatch_size).to_json(),
                        rng=[])
@@ -290,7 +286,6 @@ def _initial_state(run: _Run, seed_candidate: Candidate, seed: int,
   scores = run.evaluate(seed_candidate, "val", list(range(n))).scores
   s = run.state
   s.candidates, s.parents, s.val_scores = [seed_candidate], [[None]], [scores]
-  s.best, s.fronts = list(scores), [[0] for _ in range(n)]
   s.next_component, s.discovery_calls = [0], [0]
   return s
 
@@ -307,9 +302,7 @@ def pool_result(candidates: Sequence[Candidate], val_scores: Sequence[Sequence[f
   """A `Result` for any pool of validated candidates (GEPA's or a baseline's)."""
   aggs = [sum(v) / len(v) for v in val_scores]
   best_idx = max(range(len(aggs)), key=lambda i: (aggs[i], -i))
-  best, fronts = {}, {}
-  for i, scores in enumerate(val_scores):
-    best, fronts = pareto.update_front(best, fronts, i, dict(enumerate(scores)))
+  _, fronts = pareto.fronts_of(val_scores)
   return Result(candidates=[dict(c) for c in candidates],
                 parents=[list(p) for p in parents] if parents else [[None]] * len(candidates),
                 val_scores=[list(v) for v in val_scores], aggregates=aggs,

@@ -44,6 +44,14 @@ def update_front(best: Mapping[Hashable, float], fronts: Fronts, candidate: int,
   return best, fronts
 
 
+def fronts_of(val_scores: Sequence[Sequence[float]]) -> tuple[dict, dict]:
+  """(best, fronts) of a pool: `val_scores[candidate][instance]`, added in order."""
+  best, fronts = {}, {}
+  for c, scores in enumerate(val_scores):
+    best, fronts = update_front(best, fronts, c, dict(enumerate(scores)))
+  return best, fronts
+
+
 def _appearance_order(fronts: Fronts) -> list[int]:
   order: dict[int, None] = {}
   for members in fronts.values():

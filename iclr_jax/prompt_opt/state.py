@@ -33,9 +33,7 @@ class RunState:
 
   candidates: list[dict[str, str]]
   parents: list[list[int | None]]
-  val_scores: list[list[float]]            # [candidate][validation id]
-  best: list[float]                        # [validation id] highest score so far
-  fronts: list[list[int]]                  # [validation id] candidates reaching it
+  val_scores: list[list[float]]            # [candidate][validation id]; fronts derive from it
   next_component: list[int]                # round-robin pointer per candidate
   discovery_calls: list[int]               # metric calls spent before each was validated
   metric_calls: int
@@ -85,15 +83,19 @@ class Journal:
     self.replayed = 0
 
   def _read(self) -> list[tuple[str, Any]]:
-    records = []
+    records, torn = [], False
     if os.path.exists(self.path):
       with open(self.path, "rb") as f:
         while True:
           try:
             records.append(pickle.load(f))
-          except (EOFError, pickle.UnpicklingError, ValueError, AttributeError):
-            break  # a record cut short by a kill ends the log
-    self._rewrite(records)
+          except EOFError:
+            break
+          except (pickle.UnpicklingError, ValueError, AttributeError):
+            torn = True  # a record cut short by a kill ends the log
+            break
+    if torn:
+      self._rewrite(records)
     return records
 
   def _rewrite(self, records) -> None:

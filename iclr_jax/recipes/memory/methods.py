@@ -24,11 +24,11 @@ import jax
 import numpy as np
 
 from iclr_jax import memory
+from iclr_jax.nn.lora import QKV_KERNELS as QKV
 from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
 from iclr_jax.recipes.memory import procedural as P
 from iclr_jax.recipes.memory.runner import Runner, round_up
 
-QKV = r"blocks/\d+/attn/qkv/kernel"
 
 
 def _score(runner: Runner, outputs, targets, indices, *, vocab_routing=None) -> dict:

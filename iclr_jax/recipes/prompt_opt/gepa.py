@@ -109,14 +109,13 @@ WEIGHT_METHODS = {"grpo_lora": grpo_lora.run}
 
 def _test_curve(adapter, task, result):
   """(rollouts, best validation score, its test score) at each new best candidate."""
-  curve, tested, best = [], {}, None
-  for idx, (calls, _) in enumerate(result.best_by_calls()):
-    if best is None or result.aggregates[idx] > result.aggregates[best]:
-      best = idx
-      scores = adapter.evaluate(list(task.test), result.candidates[best]).scores
-      tested[best] = sum(scores) / len(scores)
-      curve.append([calls, result.aggregates[best], tested[best]])
-  return curve, tested[result.best_idx]
+  curve = []
+  for idx, agg in enumerate(result.aggregates):
+    if not curve or agg > curve[-1][1]:  # the chain ends at result.best_idx (first maximum)
+      scores = adapter.evaluate(list(task.test), result.candidates[idx]).scores
+      calls = result.discovery_calls[idx] + len(result.val_scores[idx])
+      curve.append([calls, agg, sum(scores) / len(scores)])
+  return curve, curve[-1][2]
 
 
 def _check_config(config):

@@ -22,12 +22,12 @@ import numpy as np
 import optax
 
 from iclr_jax.llm.model import next_token_logprobs
+from iclr_jax.nn.lora import QKV_KERNELS as QKV
 from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter, conversation
 from iclr_jax.rl.advantages import group_advantages
 from iclr_jax.rl.policy_loss import policy_loss
 
-QKV = r"blocks/\d+/attn/qkv/kernel"
 STATE_FILE = "grpo_state.pkl"
 
 
