@@ -1,0 +1,1 @@
+"""Human motion in HumanML3D's format."""
