@@ -1,1 +1,29 @@
-"""Human motion in HumanML3D's format."""
+"""Human motion in HumanML3D's format: the 22-joint skeleton, the 263-d features both ways,
+the Haar wavelet transform, and the benchmark's evaluation metrics.
+
+    from iclr_jax import motion
+    feats = motion.features_from_joints(joints)          # [t, 22, 3] -> [t-1, 263]
+    joints = motion.recover_from_ric(feats, joints_num=22)
+"""
+
+from iclr_jax.motion.features import (FEATURE_DIM, canonical_joints, feature_dim,
+                                      feature_slices, features_from_joints,
+                                      gaussian_smooth, recover_from_ric, retarget,
+                                      root_trajectory)
+from iclr_jax.motion.metrics import (RPrecision, diversity, euclidean_distances,
+                                     frechet_distance, gaussian_statistics, mean_interval,
+                                     multimodality, r_precision)
+from iclr_jax.motion.skeleton import (BONE_LENGTHS, JOINT_NAMES, KINEMATIC_CHAIN, NUM_JOINTS,
+                                      PARENTS, RAW_OFFSETS, TARGET_OFFSETS, bone_offsets,
+                                      facing_direction, forward_kinematics,
+                                      inverse_kinematics)
+from iclr_jax.motion.wavelet import haar_dwt, haar_idwt
+
+__all__ = [
+    "BONE_LENGTHS", "FEATURE_DIM", "JOINT_NAMES", "KINEMATIC_CHAIN", "NUM_JOINTS", "PARENTS",
+    "RAW_OFFSETS", "RPrecision", "TARGET_OFFSETS", "bone_offsets", "canonical_joints",
+    "diversity", "euclidean_distances", "facing_direction", "feature_dim", "feature_slices",
+    "features_from_joints", "forward_kinematics", "frechet_distance", "gaussian_smooth",
+    "gaussian_statistics", "haar_dwt", "haar_idwt", "inverse_kinematics", "mean_interval",
+    "multimodality", "r_precision", "recover_from_ric", "retarget", "root_trajectory",
+]
