@@ -2,7 +2,7 @@
 Gaussian diffusion core of the continuous models (schedules, posterior, DDPM / DDIM, guidance).
 
     from iclr_jax.diffusion import uniform_posterior, psi_posterior, duality_alpha
-    from iclr_jax.diffusion import gaussian_schedule, q_sample, sample
+    from iclr_jax.diffusion import gaussian_schedule, q_sample, sample_gaussian
 """
 
 from iclr_jax.diffusion.curriculum import (CurriculumSample, full_curriculum,
@@ -15,7 +15,7 @@ from iclr_jax.diffusion.duality import (DualityFit, argmax_hit_probability, dual
 from iclr_jax.diffusion.gaussian import (GAUSSIAN_SCHEDULES, PARAMETERIZATIONS,
                                          GaussianSchedule, classifier_free_guidance,
                                          condition_keep_mask, gaussian_schedule, predict_eps,
-                                         predict_x0, q_posterior, q_sample, sample,
+                                         predict_x0, q_posterior, q_sample, sample_gaussian,
                                          sample_timesteps, training_target)
 from iclr_jax.diffusion.losses import (duo_elbo, masked_posterior, mdlm_loss, subs_log_probs,
                                        uniform_prior_kl)
@@ -27,7 +27,7 @@ from iclr_jax.diffusion.uniform import (KAPPA_SCHEDULES, clean_posterior, kappa_
 __all__ = [
     "GAUSSIAN_SCHEDULES", "GaussianSchedule", "PARAMETERIZATIONS", "classifier_free_guidance",
     "condition_keep_mask", "gaussian_schedule", "predict_eps", "predict_x0", "q_posterior",
-    "q_sample", "sample", "sample_timesteps", "training_target",
+    "q_sample", "sample_gaussian", "sample_timesteps", "training_target",
     "CurriculumSample", "DualityFit", "KAPPA_SCHEDULES", "SCHEDULES", "ScheduleValue",
     "argmax_hit_probability", "clean_posterior", "cosine", "duality_alpha",
     "duality_alpha_and_derivative", "duality_fit_eval", "duality_gamma", "duo_elbo", "fit_duality",

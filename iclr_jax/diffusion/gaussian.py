@@ -173,7 +173,7 @@ def sample_timesteps(num_steps: int, steps: int | None) -> np.ndarray:
 Denoiser = Callable[[jax.Array, jax.Array], jax.Array]  # (x_t [b, ...], t int [b]) -> output
 
 
-def sample(denoise: Denoiser, schedule: GaussianSchedule, shape: tuple[int, ...],
+def sample_gaussian(denoise: Denoiser, schedule: GaussianSchedule, shape: tuple[int, ...],
            key: jax.Array, *, sampler: str = "ddpm", steps: int | None = None,
            eta: float = 0.0, parameterization: str = "eps",
            clip_x0: float | None = None) -> jax.Array:

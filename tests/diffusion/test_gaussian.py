@@ -71,7 +71,7 @@ def exact_denoiser(sched):
 
 def test_ddim_eta_one_is_ddpm_and_both_sample_the_data_law():
   sched = G.gaussian_schedule("cosine", 200)
-  run = jax.jit(lambda key, sampler, eta: G.sample(
+  run = jax.jit(lambda key, sampler, eta: G.sample_gaussian(
       exact_denoiser(sched), sched, (4000, 2), key, sampler=sampler, eta=eta,
       parameterization="x0"), static_argnums=(1, 2))
   key = jax.random.key(0)
@@ -102,7 +102,7 @@ def test_strided_ddim_has_its_exact_moments():
   the exact marginal's); the samples must show exactly the shrinkage the update implies."""
   sched = G.gaussian_schedule("linear", 1000)
   for steps in (10, 50):
-    x = jax.jit(lambda k: G.sample(exact_denoiser(sched), sched, (4000, 2), k,
+    x = jax.jit(lambda k: G.sample_gaussian(exact_denoiser(sched), sched, (4000, 2), k,
                                    sampler="ddim", steps=steps, parameterization="x0"))(
         jax.random.key(1))
     mean, var = ddim_moments(sched, G.sample_timesteps(1000, steps))
@@ -139,6 +139,6 @@ def test_bad_inputs_are_named():
   with pytest.raises(ValueError, match="parameterization must be one of"):
     G.predict_x0(sched, x, np.array([1, 2]), x, parameterization="score")
   with pytest.raises(ValueError, match=r"steps must lie in \[1, 10\]"):
-    G.sample(lambda x, t: x, sched, (2, 3), jax.random.key(0), sampler="ddim", steps=20)
+    G.sample_gaussian(lambda x, t: x, sched, (2, 3), jax.random.key(0), sampler="ddim", steps=20)
   with pytest.raises(ValueError, match="eta must lie in"):
-    G.sample(lambda x, t: x, sched, (2, 3), jax.random.key(0), sampler="ddim", eta=-1.0)
+    G.sample_gaussian(lambda x, t: x, sched, (2, 3), jax.random.key(0), sampler="ddim", eta=-1.0)
