@@ -9,7 +9,7 @@ the Haar wavelet transform, and the benchmark's evaluation metrics.
 from iclr_jax.motion.features import (FEATURE_DIM, canonical_joints, feature_dim,
                                       feature_slices, features_from_joints,
                                       gaussian_smooth, recover_from_ric, retarget,
-                                      root_trajectory)
+                                      root_trajectory, smoothing_matrix)
 from iclr_jax.motion.metrics import (RPrecision, diversity, euclidean_distances,
                                      frechet_distance, gaussian_statistics, mean_interval,
                                      multimodality, r_precision)
@@ -26,4 +26,5 @@ __all__ = [
     "features_from_joints", "forward_kinematics", "frechet_distance", "gaussian_smooth",
     "gaussian_statistics", "haar_dwt", "haar_idwt", "inverse_kinematics", "mean_interval",
     "multimodality", "r_precision", "recover_from_ric", "retarget", "root_trajectory",
+    "smoothing_matrix",
 ]

@@ -67,35 +67,43 @@ def feature_dim(joints_num: int) -> int:
   return feature_slices(joints_num)["foot_contacts"].stop
 
 
-def gaussian_smooth(x: jax.Array, sigma: float, axis: int = 0) -> jax.Array:
-  """x smoothed along `axis` by a Gaussian of standard deviation `sigma` samples, truncated
-  at 4σ, the ends extended by their edge values (SciPy's `gaussian_filter1d`, mode
-  'nearest'): one [n, n] matrix product, the matrix built on the host."""
-  n = x.shape[axis]
+def smoothing_matrix(n: int, sigma: float, length: int | None = None) -> np.ndarray:
+  """[n, n] weights W with (W x)[i] = x smoothed by a Gaussian of standard deviation `sigma`
+  samples, truncated at 4σ, the ends of the first `length` (default n) samples extended by
+  their edge values (SciPy's `gaussian_filter1d`, mode 'nearest'); rows from `length` on
+  are the identity (host-side)."""
+  length = n if length is None else length
   radius = int(4.0 * sigma + 0.5)
   offsets = np.arange(-radius, radius + 1)
   taps = np.exp(-0.5 * (offsets / sigma) ** 2)
   weights = np.zeros((n, n))
-  rows = np.repeat(np.arange(n), len(offsets))
-  np.add.at(weights, (rows, np.clip(rows + np.tile(offsets, n), 0, n - 1)),
-            np.tile(taps / taps.sum(), n))
-  return jnp.moveaxis(jnp.tensordot(jnp.asarray(weights, x.dtype), jnp.moveaxis(x, axis, 0),
-                                    axes=1), 0, axis)
+  rows = np.repeat(np.arange(length), len(offsets))
+  np.add.at(weights, (rows, np.clip(rows + np.tile(offsets, length), 0, length - 1)),
+            np.tile(taps / taps.sum(), length))
+  weights[np.arange(length, n), np.arange(length, n)] = 1.0
+  return weights
 
 
-def _facing_rotation(joints: jax.Array, face_joints, smooth: bool) -> jax.Array:
-  forward = skeleton.facing_direction(joints, face_joints, normalize=not smooth)
-  if smooth:
-    forward = gaussian_smooth(forward, FORWARD_SIGMA)
+def gaussian_smooth(x: jax.Array, sigma: float, axis: int = 0) -> jax.Array:
+  """x smoothed along `axis` by `smoothing_matrix(n, sigma)`: SciPy's `gaussian_filter1d`
+  with mode 'nearest'."""
+  weights = jnp.asarray(smoothing_matrix(x.shape[axis], sigma), x.dtype)
+  return jnp.moveaxis(jnp.tensordot(weights, jnp.moveaxis(x, axis, 0), axes=1), 0, axis)
+
+
+def _facing_rotation(joints: jax.Array, face_joints, smoothing: jax.Array | None = None):
+  forward = skeleton.facing_direction(joints, face_joints, normalize=smoothing is None)
+  if smoothing is not None:
+    forward = smoothing.astype(forward.dtype) @ forward
     forward = forward / jnp.linalg.norm(forward, axis=-1, keepdims=True)
   target = jnp.broadcast_to(jnp.array([0.0, 0.0, 1.0], joints.dtype), forward.shape)
   return qbetween(forward, target)
 
 
-def _root_rotation(joints: jax.Array, smooth: bool) -> jax.Array:
+def _root_rotation(joints: jax.Array, smoothing: jax.Array | None = None) -> jax.Array:
   """The root rotations [t, 4] the dataset's inverse kinematics uses: the facing yaw of each
   frame (from IK_FACE_JOINTS), except the first frame's, which is the identity."""
-  rotation = _facing_rotation(joints, IK_FACE_JOINTS, smooth)
+  rotation = _facing_rotation(joints, IK_FACE_JOINTS, smoothing)
   return rotation.at[0].set(jnp.array([1.0, 0.0, 0.0, 0.0], rotation.dtype))
 
 
@@ -107,16 +115,18 @@ def retarget(joints: jax.Array) -> jax.Array:
   a, b = skeleton.LEG_JOINTS
   leg = lambda o: jnp.abs(o[a]).max() + jnp.abs(o[b]).max()
   scale = leg(target) / leg(source)
-  quats = skeleton.inverse_kinematics(joints, _root_rotation(joints, smooth=False))
+  quats = skeleton.inverse_kinematics(joints, _root_rotation(joints))
   return skeleton.forward_kinematics(quats, joints[:, 0] * scale, target)
 
 
-def _canonical_global(joints: jax.Array) -> jax.Array:
-  """Retargeted, on the floor, first root at the xz origin, first pose facing +z."""
+def _canonical_global(joints: jax.Array, valid: jax.Array) -> jax.Array:
+  """Retargeted, on the floor, first root at the xz origin, first pose facing +z (the floor
+  is the lowest joint of the `valid` frames)."""
   positions = retarget(joints)
-  positions = positions - jnp.array([0.0, 1.0, 0.0], joints.dtype) * positions[..., 1].min()
+  floor = jnp.where(valid[:, None], positions[..., 1], jnp.inf).min()
+  positions = positions - jnp.array([0.0, 1.0, 0.0], joints.dtype) * floor
   positions = positions - positions[0, 0] * jnp.array([1.0, 0.0, 1.0], joints.dtype)
-  turn = _facing_rotation(positions[:1], skeleton.FACE_JOINTS, smooth=False)[0]
+  turn = _facing_rotation(positions[:1], skeleton.FACE_JOINTS)[0]
   return qrot(turn, positions)
 
 
@@ -136,12 +146,13 @@ def _check_input(joints: jax.typing.ArrayLike) -> jax.Array:
   return joints
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _process(joints: jax.Array, feet_threshold: float):
-  positions = _canonical_global(joints)
+@functools.partial(jax.jit, static_argnums=3)
+def _process_padded(joints: jax.Array, smoothing: jax.Array, valid: jax.Array,
+                    feet_threshold: float):
+  positions = _canonical_global(joints, valid)
   feet_l = _foot_contacts(positions, skeleton.FEET_LEFT, feet_threshold)
   feet_r = _foot_contacts(positions, skeleton.FEET_RIGHT, feet_threshold)
-  root_rotation = _root_rotation(positions, smooth=True)
+  root_rotation = _root_rotation(positions, smoothing)
   quats = skeleton.inverse_kinematics(positions, root_rotation)
   rotations = quaternion_to_cont6d(quats)[:, 1:].reshape(len(quats), -1)
   root = positions[:, 0]
@@ -155,7 +166,21 @@ def _process(joints: jax.Array, feet_threshold: float):
       jnp.arcsin(jnp.clip(angular[:, 2:3], -1.0, 1.0)), velocity[:, 0::2], root[:-1, 1:2],
       local[:-1, 1:].reshape(t, -1), rotations[:-1], joint_velocity.reshape(t, -1),
       feet_l, feet_r], axis=-1)
-  return features, positions, root_rotation
+  return features, positions
+
+
+PAD_FRAMES = 64  # motions are padded to a multiple of this, so lengths share compilations
+
+
+def _process(joints: jax.Array, feet_threshold: float):
+  """(features [t-1, 263], canonical positions [t, 22, 3]) of joints [t, 22, 3]."""
+  t = joints.shape[0]
+  padded = -(-t // PAD_FRAMES) * PAD_FRAMES
+  joints = jnp.concatenate([joints, jnp.repeat(joints[-1:], padded - t, axis=0)])
+  smoothing = smoothing_matrix(padded, FORWARD_SIGMA, t).astype(np.float32)
+  features, positions = _process_padded(joints, smoothing, jnp.arange(padded) < t,
+                                        feet_threshold)
+  return features[:t - 1], positions[:t]
 
 
 def features_from_joints(joints: jax.typing.ArrayLike, *,
@@ -163,14 +188,14 @@ def features_from_joints(joints: jax.typing.ArrayLike, *,
   """The 263-d features [t-1, 263] of one motion joints [t, 22, 3] (y up, metres, t >= 2);
   see the module docstring for the layout. `feet_threshold` bounds a foot's squared
   displacement per frame (m²) for it to count as in contact."""
-  features, _, _ = _process(_check_input(joints), float(feet_threshold))
+  features, _ = _process(_check_input(joints), float(feet_threshold))
   return features
 
 
 def canonical_joints(joints: jax.typing.ArrayLike) -> jax.Array:
   """The joints [t-1, 22, 3] that `recover_from_ric(features_from_joints(joints))` returns:
   the motion retargeted, on the floor, starting at the origin and facing +z."""
-  _, positions, _ = _process(_check_input(joints), FEET_THRESHOLD)
+  _, positions = _process(_check_input(joints), FEET_THRESHOLD)
   return positions[:-1]
 
 

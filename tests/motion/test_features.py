@@ -54,6 +54,11 @@ def test_gaussian_smooth_equals_scipy(rng):
   for sigma in (2.0, 20.0):
     np.testing.assert_allclose(F.gaussian_smooth(jnp.asarray(x), sigma),
                                gaussian_filter1d(x, sigma, axis=0, mode="nearest"), atol=1e-5)
+  # padded to 200 samples, the first 150 smoothed as a 150-sample signal
+  w = F.smoothing_matrix(200, 20.0, 150)
+  np.testing.assert_allclose(w[:150] @ np.concatenate([x, np.ones((50, 3))]),
+                             gaussian_filter1d(x, 20.0, axis=0, mode="nearest"), atol=1e-10)
+  np.testing.assert_array_equal(w[150:, 150:], np.eye(50))
 
 
 def random_motion(rng, frames=60, *, lengths=None, turn=1.0):
