@@ -66,8 +66,17 @@ class SelfAttention(nnx.Module):
     return (rope(q, positions, base=self.rope_base), rope(kk, positions, base=self.rope_base),
             v)
 
-  def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+  def __call__(self, x: jax.Array, positions: jax.Array,
+               lengths: jax.Array | None = None) -> jax.Array:
+    """`lengths` int [b] (softmax attention only): keys from position lengths[i] on are
+    padding that no query of row i attends to."""
     q, k, v = self.project(x, positions)
+    if lengths is not None:
+      if not self.grouped_kernel:
+        raise ValueError("padding lengths need the 'softmax' attention kernel")
+      o = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal,
+                                       key_value_seq_lengths=lengths.astype(jnp.int32))
+      return self.out(o.reshape(x.shape[0], x.shape[1], -1))
     if self.num_kv_heads != self.num_heads and not self.grouped_kernel:
       groups = self.num_heads // self.num_kv_heads
       k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
@@ -134,8 +143,8 @@ class Block(nnx.Module):
     self.mlp = MLP(d_model, hidden, rngs=rngs, dtype=dtype, kind=mlp,
                    param_dtype=param_dtype)
 
-  def __call__(self, x, positions):
-    x = x + self.attn(self.norm1(x), positions)
+  def __call__(self, x, positions, lengths=None):
+    x = x + self.attn(self.norm1(x), positions, lengths)
     return x + self.mlp(self.norm2(x))
 
   def cached(self, x, positions, keys, values, slots=None, offset=None):
