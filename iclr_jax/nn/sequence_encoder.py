@@ -55,3 +55,28 @@ class SequenceEncoder(nnx.Module):
     valid = (positions[None, :] < lengths[:, None]).astype(h.dtype)[..., None]
     pooled = jnp.sum(self.norm(h) * valid, axis=1) / jnp.maximum(valid.sum(1), 1.0)
     return self.head(pooled)
+
+
+class TextMotionEncoders(nnx.Module):
+  """A text encoder over (word, POS) ids and a motion encoder over feature frames, both to
+  unit-norm embeddings [b, embed_dim]: the in-library stand-in for a text-to-motion
+  benchmark's pretrained evaluator."""
+
+  def __init__(self, *, vocab_sizes: tuple[int, int], feature_dim: int, d_model: int,
+               num_layers: int, num_heads: int, embed_dim: int, patch: int, rngs: nnx.Rngs):
+    self.text = SequenceEncoder(vocab_sizes=vocab_sizes, d_model=d_model,
+                                num_layers=num_layers, num_heads=num_heads,
+                                out_dim=embed_dim, rngs=rngs)
+    self.motion = SequenceEncoder(in_dim=feature_dim, d_model=d_model, num_layers=num_layers,
+                                  num_heads=num_heads, out_dim=embed_dim, patch=patch,
+                                  rngs=rngs)
+
+  @staticmethod
+  def _unit(x):
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-6)
+
+  def embed_text(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+    return self._unit(self.text(tokens, lengths))
+
+  def embed_motion(self, features: jax.Array, lengths: jax.Array) -> jax.Array:
+    return self._unit(self.motion(features, lengths))

@@ -1,0 +1,113 @@
+"""Text-to-motion data for the recipes: the procedural dataset written once in HumanML3D's
+layout (or a real HumanML3D folder, read the same way), a word / part-of-speech vocabulary
+from the training captions, and padded arrays: features normalised by the training split's
+Mean / Std and cut to a multiple of the temporal unit, captions as (word, POS) ids."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from iclr_jax.datasets import humanml3d, procedural_motion
+
+UNKNOWN, PAD = "<unk>", "<pad>"
+
+
+class Vocab(NamedTuple):
+  words: tuple[str, ...]  # index 0: padding, 1: unknown
+  tags: tuple[str, ...]
+
+  def encode(self, tokens: Sequence[str]) -> np.ndarray:
+    """[n, 2] (word id, POS id) of "word/POS" tokens; unseen words and tags map to 1."""
+    word_ids = {w: i for i, w in enumerate(self.words)}
+    tag_ids = {t: i for i, t in enumerate(self.tags)}
+    pairs = [t.rsplit("/", 1) if "/" in t else (t, UNKNOWN) for t in tokens]
+    return np.array([[word_ids.get(w, 1), tag_ids.get(p, 1)] for w, p in pairs],
+                    np.int32).reshape(-1, 2)
+
+
+def build_vocab(entries: Sequence[humanml3d.MotionText]) -> Vocab:
+  words, tags = set(), set()
+  for entry in entries:
+    for token in entry.caption.tokens:
+      word, _, tag = token.rpartition("/")
+      words.add(word)
+      tags.add(tag)
+  return Vocab((PAD, UNKNOWN) + tuple(sorted(words)), (PAD, UNKNOWN) + tuple(sorted(tags)))
+
+
+class EncodedSplit(NamedTuple):
+  """A split as arrays: each motion once, each caption pointing at its motion."""
+  motions: np.ndarray  # [m, max_frames, 263] normalised, zero after each length
+  lengths: np.ndarray  # int [m]
+  motion_of: np.ndarray  # int [n]: the motion of caption i
+  tokens: np.ndarray  # int [n, max_tokens, 2] (word, POS) ids
+  token_lengths: np.ndarray  # int [n]
+  caption_ids: np.ndarray  # int [n]: equal for equal caption texts
+  captions: tuple[str, ...]  # [n]
+
+
+def prepare_procedural(root: str, *, count: int, seed: int,
+                       fractions: tuple[float, float, float] = (0.8, 0.05, 0.15)) -> str:
+  """Writes `count` procedural motions under `root` once (a `done.json` marks a finished
+  folder with its arguments; a folder made with other arguments is an error)."""
+  marker = os.path.join(root, "done.json")
+  spec = {"count": count, "seed": seed, "fractions": list(fractions)}
+  if os.path.exists(marker):
+    with open(marker) as f:
+      found = json.load(f)
+    if found != spec:
+      raise ValueError(f"{root} holds procedural data made with {found}, not {spec}; "
+                       "use another folder")
+    return root
+  motions = procedural_motion.generate_motions(count, seed)
+  order = np.random.default_rng(seed + 1).permutation(count)
+  n_train, n_val = int(fractions[0] * count), int(fractions[1] * count)
+  splits = {"train": sorted(order[:n_train]), "val": sorted(order[n_train:n_train + n_val]),
+            "test": sorted(order[n_train + n_val:])}
+  humanml3d.write_humanml3d(root, motions, splits)
+  with open(marker, "w") as f:
+    json.dump(spec, f)
+  return root
+
+
+def encode_split(entries: Sequence[humanml3d.MotionText], vocab: Vocab, mean: np.ndarray,
+                 std: np.ndarray, *, max_frames: int, max_tokens: int,
+                 unit: int = 4) -> EncodedSplit:
+  """Entries as arrays; motions cut to max_frames and down to a multiple of `unit`."""
+  index: dict[str, int] = {}
+  for entry in entries:
+    index.setdefault(entry.name, len(index))
+  motions = np.zeros((len(index), max_frames, len(mean)), np.float32)
+  lengths = np.zeros(len(index), np.int32)
+  tokens = np.zeros((len(entries), max_tokens, 2), np.int32)
+  token_lengths = np.zeros(len(entries), np.int32)
+  texts: dict[str, int] = {}
+  for i, entry in enumerate(entries):
+    m = index[entry.name]
+    if not lengths[m]:
+      t = min(len(entry.features), max_frames) // unit * unit
+      motions[m, :t] = (entry.features[:t] - mean) / std
+      lengths[m] = t
+    ids = vocab.encode(entry.caption.tokens)[:max_tokens]
+    tokens[i, :len(ids)] = ids
+    token_lengths[i] = max(len(ids), 1)
+    texts.setdefault(entry.caption.text, len(texts))
+  return EncodedSplit(motions, lengths, np.array([index[e.name] for e in entries], np.int32),
+                      tokens, token_lengths,
+                      np.array([texts[e.caption.text] for e in entries], np.int32),
+                      tuple(e.caption.text for e in entries))
+
+
+def one_caption_per_motion(split: EncodedSplit, rng: np.random.Generator) -> np.ndarray:
+  """Caption indices [m]: one randomly chosen caption of each motion (what one evaluation
+  repeat uses), in motion order."""
+  choice = np.zeros(len(split.lengths), np.int64)
+  for m in range(len(split.lengths)):
+    options = np.nonzero(split.motion_of == m)[0]
+    choice[m] = options[rng.integers(len(options))]
+  return choice
