@@ -203,9 +203,9 @@ ACTIONS = {
 
 # -- sampling and captions -------------------------------------------------------------------
 
-# every action lasts >= 2 s (40 frames), the shortest motion HumanML3D keeps
-SECONDS = {"walk": (2.0, 4.0), "run": (2.0, 3.0), "jump": (2.0, 2.6), "turn": (2.0, 3.0),
-           "wave": (2.0, 3.5), "kick": (2.0, 2.5), "crouch": (2.0, 3.0), "sit": (2.5, 4.0)}
+# every action lasts > 2 s: its t - 1 feature rows reach the 40 HumanML3D keeps at least
+SECONDS = {"walk": (2.1, 4.0), "run": (2.1, 3.0), "jump": (2.1, 2.6), "turn": (2.1, 3.0),
+           "wave": (2.1, 3.5), "kick": (2.1, 2.5), "crouch": (2.1, 3.0), "sit": (2.5, 4.0)}
 AMPLITUDES = {"jump": ("low", "", "high"), "wave": ("slightly", "", "widely"),
               "kick": ("low", "", "high"), "crouch": ("slightly", "", "deeply")}
 

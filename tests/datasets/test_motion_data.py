@@ -25,7 +25,7 @@ def test_generation_is_seeded_and_shaped():
   assert not np.array_equal(P.generate_motions(1, seed=6)[0].joints[:40],
                             MOTIONS[0].joints[:40])
   for m in MOTIONS:
-    assert H.MIN_FRAMES <= len(m.joints) <= P.MAX_FRAMES and m.joints.dtype == np.float32
+    assert H.MIN_FRAMES < len(m.joints) <= P.MAX_FRAMES and m.joints.dtype == np.float32
     assert len(m.captions) == 3 and 1 <= len(m.actions) <= 3
 
 
