@@ -15,6 +15,12 @@ from flax import nnx
 from iclr_jax.nn.transformer import Block, make_norm
 
 
+def masked_mean(h: jax.Array, lengths: jax.Array) -> jax.Array:
+  """Mean of h [b, s, d] over the first lengths[i] positions of each row -> [b, d]."""
+  valid = (jnp.arange(h.shape[1])[None, :] < lengths[:, None]).astype(h.dtype)[..., None]
+  return jnp.sum(h * valid, axis=1) / jnp.maximum(valid.sum(1), 1.0)
+
+
 class SequenceEncoder(nnx.Module):
   """Args: in_dim (dense inputs) or vocab_sizes (one embedding table per id channel, summed);
   d_model, num_layers, num_heads, mlp_ratio, out_dim; patch: frames averaged into one
@@ -46,15 +52,19 @@ class SequenceEncoder(nnx.Module):
                                                         self.patch * d)
     return self.proj(x), -(-lengths // self.patch)
 
-  def __call__(self, x: jax.Array, lengths: jax.Array) -> jax.Array:
-    """x: [b, s, in_dim] floats or [b, s, channels] ids; lengths int [b] -> [b, out_dim]."""
+  def states(self, x: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Normalised per-position states [b, s', d_model] (s' = s / patch, rounded up) and
+    their lengths [b]."""
     h, lengths = self._inputs(x, lengths)
     positions = jnp.arange(h.shape[1])
     for block in self.blocks:
       h = block(h, positions, lengths)
-    valid = (positions[None, :] < lengths[:, None]).astype(h.dtype)[..., None]
-    pooled = jnp.sum(self.norm(h) * valid, axis=1) / jnp.maximum(valid.sum(1), 1.0)
-    return self.head(pooled)
+    return self.norm(h), lengths
+
+  def __call__(self, x: jax.Array, lengths: jax.Array) -> jax.Array:
+    """x: [b, s, in_dim] floats or [b, s, channels] ids; lengths int [b] -> [b, out_dim]."""
+    h, lengths = self.states(x, lengths)
+    return self.head(masked_mean(h, lengths))
 
 
 class TextMotionEncoders(nnx.Module):
