@@ -31,9 +31,13 @@ def masked_mse(prediction: jax.Array, target: jax.Array, lengths: jax.Array) -> 
 
 def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Array,
                    lengths: jax.Array, key: jax.Array, *, parameterization: str = "x0",
-                   drop_probability: float = 0.1) -> jax.Array:
+                   drop_probability: float = 0.1, aux_weight: float = 1.0):
   """The simple loss: x_t from a uniform step and fresh noise, the condition dropped with
-  `drop_probability`, masked MSE between the output and its target (x0, eps or v)."""
+  `drop_probability`, masked MSE between the output and its target (x0, eps or v).
+
+  `apply` may return (output, auxiliary output), e.g. TriC-Motion's disentangled read-out;
+  its error against the same target is added with `aux_weight`. Returns (loss, parts).
+  """
   k_t, k_noise, k_drop = jax.random.split(key, 3)
   b = x0.shape[0]
   t = jax.random.randint(k_t, (b,), 0, schedule.num_steps)
@@ -42,7 +46,12 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
   keep = gaussian.condition_keep_mask(k_drop, b, drop_probability)
   target = gaussian.training_target(schedule, x0, noise, t,
                                     parameterization=parameterization)
-  return masked_mse(apply(xt, t, keep), target, lengths)
+  out = apply(xt, t, keep)
+  if not isinstance(out, tuple):
+    simple = masked_mse(out, target, lengths)
+    return simple, {"loss_simple": simple}
+  simple, aux = masked_mse(out[0], target, lengths), masked_mse(out[1], target, lengths)
+  return simple + aux_weight * aux, {"loss_simple": simple, "loss_aux": aux}
 
 
 def guided(apply: Apply, scale: float) -> Callable[[jax.Array, jax.Array], jax.Array]:

@@ -75,8 +75,9 @@ class TextToMotion(nnx.Module):
       return text, text_lengths
     return self.text.states(text, text_lengths)
 
-  def __call__(self, x, t, text, text_lengths, lengths, keep):
-    """keep bool [b]: rows whose text condition is used (False: unconditional)."""
+  def __call__(self, x, t, text, text_lengths, lengths, keep, **kwargs):
+    """keep bool [b]: rows whose text condition is used (False: unconditional); kwargs go
+    to the denoiser (e.g. TriC-Motion's `counterfactual`)."""
     states, text_lengths = self.text_states(text, text_lengths)
     states = states * keep[:, None, None].astype(states.dtype)
-    return self.denoiser(x, t, states, text_lengths, lengths)
+    return self.denoiser(x, t, states, text_lengths, lengths, **kwargs)

@@ -60,6 +60,10 @@ def test_guidance_scale_one_is_conditional_and_loss_reads_valid_frames(rng):
                     np.mean((pred[1] - target[1]) ** 2)])
   np.testing.assert_allclose(generation.masked_mse(pred, target, lengths), manual, rtol=1e-5)
   sched = gaussian.gaussian_schedule("cosine", 100)
-  loss = generation.diffusion_loss(apply, sched, jnp.asarray(x), jnp.asarray(fl),
-                                   jax.random.key(0))
-  assert np.isfinite(float(loss))
+  loss, parts = generation.diffusion_loss(apply, sched, jnp.asarray(x), jnp.asarray(fl),
+                                          jax.random.key(0))
+  assert np.isfinite(float(loss)) and float(loss) == float(parts["loss_simple"])
+  both = lambda xt, tt, keep: (apply(xt, tt, keep), 2 * apply(xt, tt, keep))
+  total, parts = generation.diffusion_loss(both, sched, jnp.asarray(x), jnp.asarray(fl),
+                                           jax.random.key(0), aux_weight=0.5)
+  np.testing.assert_allclose(total, parts["loss_simple"] + 0.5 * parts["loss_aux"], rtol=1e-6)

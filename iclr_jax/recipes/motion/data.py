@@ -111,3 +111,16 @@ def one_caption_per_motion(split: EncodedSplit, rng: np.random.Generator) -> np.
     options = np.nonzero(split.motion_of == m)[0]
     choice[m] = options[rng.integers(len(options))]
   return choice
+
+
+def caption_batches(split: EncodedSplit, batch_size: int, seed: int):
+  """`step -> batch`: `batch_size` distinct captions drawn from (seed, step), with their
+  motions (a pure function of the step, so a resumed run sees the same batches)."""
+  def batch(step: int) -> dict[str, np.ndarray]:
+    rows = np.random.default_rng([seed, step]).choice(len(split.captions), batch_size,
+                                                      replace=False)
+    m = split.motion_of[rows]
+    return {"motion": split.motions[m], "lengths": split.lengths[m],
+            "tokens": split.tokens[rows], "token_lengths": split.token_lengths[rows],
+            "caption_ids": split.caption_ids[rows]}
+  return batch

@@ -15,7 +15,7 @@ from flax import nnx
 from iclr_jax.motion.evaluation import contrastive_loss
 from iclr_jax.nn.functional import ModelFunctions, model_functions
 from iclr_jax.nn.sequence_encoder import TextMotionEncoders
-from iclr_jax.recipes.motion.data import EncodedSplit
+from iclr_jax.recipes.motion.data import EncodedSplit, caption_batches
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import train_loop
 from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
@@ -33,17 +33,6 @@ def evaluator_functions(cfg, vocab_sizes: tuple[int, int], feature_dim: int) -> 
       vocab_sizes=vocab_sizes, feature_dim=feature_dim, d_model=cfg.d_model,
       num_layers=cfg.num_layers, num_heads=cfg.num_heads, embed_dim=cfg.embed_dim,
       patch=cfg.patch, rngs=nnx.Rngs(params=key)))
-
-
-def _batch_fn(split: EncodedSplit, batch_size: int, seed: int):
-  def batch(step: int) -> dict[str, np.ndarray]:
-    rows = np.random.default_rng([seed, step]).choice(len(split.captions), batch_size,
-                                                      replace=False)
-    m = split.motion_of[rows]
-    return {"motion": split.motions[m], "lengths": split.lengths[m],
-            "tokens": split.tokens[rows], "token_lengths": split.token_lengths[rows],
-            "caption_ids": split.caption_ids[rows]}
-  return batch
 
 
 def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], workdir: str,
@@ -66,7 +55,7 @@ def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], work
     return loss, {"batch_top1": accuracy}
 
   step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
-  batches = _batch_fn(train, cfg.batch_size, cfg.seed)
+  batches = caption_batches(train, cfg.batch_size, cfg.seed)
   state, _ = train_loop(
       workdir=os.path.join(workdir, "evaluator"), init_state=factory.init,
       restore_target=factory.abstract, train_step=step,

@@ -1,0 +1,56 @@
+"""The text-to-motion variants a study compares, one table: name -> how to build the
+denoiser and whether its training adds the counterfactual read-out's loss."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from flax import nnx
+
+from iclr_jax.nn.functional import ModelFunctions, model_functions
+from iclr_jax.nn.motion_transformer import MotionTransformer, TextToMotion
+from iclr_jax.nn.tric_motion import DOMAINS, TriCMotion
+
+
+class Variant(NamedTuple):
+  build: Callable[[Any, nnx.Rngs], nnx.Module]  # (config, rngs) -> denoiser
+  counterfactual: bool  # train with the disentangled read-out's loss
+
+
+def _tric(**overrides):
+  def build(config, rngs):
+    c = config.tric
+    kwargs = dict(cond_dim=config.text.dim, d_model=c.d_model, num_blocks=c.num_blocks,
+                  num_heads=c.num_heads, patch=c.patch, gcn_layers=c.gcn_layers,
+                  mlp_ratio=c.mlp_ratio, rngs=rngs)
+    return TriCMotion(**{**kwargs, **overrides})
+  return build
+
+
+def _mdm(config, rngs):
+  c = config.mdm
+  return MotionTransformer(feature_dim=263, cond_dim=config.text.dim, d_model=c.d_model,
+                           num_layers=c.num_layers, num_heads=c.num_heads,
+                           mlp_ratio=c.mlp_ratio, rngs=rngs)
+
+
+VARIANTS: dict[str, Variant] = {
+    "tric": Variant(_tric(), True),
+    **{f"tric_no_{d}": Variant(_tric(domains=tuple(x for x in DOMAINS if x != d)), True)
+       for d in DOMAINS},
+    "tric_no_scores": Variant(_tric(fusion_scores=False), True),
+    "tric_no_disentangler": Variant(_tric(), False),
+    "mdm": Variant(_mdm, False),
+}
+
+
+def text_to_motion_functions(config, name: str, vocab_sizes: tuple[int, int]) -> ModelFunctions:
+  """`ModelFunctions` of variant `name` with its trained text encoder."""
+  variant = VARIANTS[name]
+
+  def build(key):
+    rngs = nnx.Rngs(params=key)
+    return TextToMotion(variant.build(config, rngs), rngs=rngs, text_vocab=vocab_sizes,
+                        cond_dim=config.text.dim, text_layers=config.text.num_layers,
+                        text_heads=config.text.num_heads)
+  return model_functions(build)

@@ -1,0 +1,69 @@
+"""Table (mean ± 95% interval over repeats), summary and sample pictures of the
+text-to-motion study (host-side)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from iclr_jax.motion import KINEMATIC_CHAIN, mean_interval, recover_from_ric
+from iclr_jax.train.loop import write_json
+from iclr_jax.train.study import figure
+
+METRICS = ("r1", "r2", "r3", "fid", "matching", "diversity", "multimodality")
+
+
+def summarise(rows: Sequence[Mapping]) -> dict[str, dict[str, tuple[float, float]]]:
+  """{model: {metric: (mean, 95% half-width)}} over the repeats of each model."""
+  out: dict[str, dict[str, tuple[float, float]]] = {}
+  for model in dict.fromkeys(r["model"] for r in rows):
+    mine = [r for r in rows if r["model"] == model]
+    out[model] = {}
+    for metric in METRICS:
+      values = np.array([r[metric] for r in mine if metric in r], np.float64)
+      if len(values) >= 2:
+        out[model][metric] = mean_interval(values)
+      elif len(values) == 1:
+        out[model][metric] = (float(values[0]), float("nan"))
+  return out
+
+
+def markdown(summary) -> str:
+  lines = ["| model | " + " | ".join(METRICS) + " |", "|---" + "|--:" * len(METRICS) + "|"]
+  for model, stats in summary.items():
+    cells = [f"{stats[m][0]:.3f} ± {stats[m][1]:.3f}" if m in stats else "—" for m in METRICS]
+    lines.append(f"| {model} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def _stick_figures(ax, joints: np.ndarray, caption: str, every: int = 8) -> None:
+  """Side view (z, y) of every `every`-th pose, spread along the time axis."""
+  for k in range(0, len(joints), every):
+    pose = joints[k]
+    for chain in KINEMATIC_CHAIN:
+      ax.plot(pose[list(chain), 2] - pose[0, 2] + 0.35 * k / every, pose[list(chain), 1],
+              lw=0.8)
+  ax.set_title(caption, fontsize=7)
+  ax.set_aspect("equal")
+  ax.axis("off")
+
+
+def write(workdir: str, rows, samples: Mapping[str, tuple], stats) -> dict:
+  summary = summarise(rows)
+  with open(os.path.join(workdir, "table.md"), "w") as f:
+    f.write(markdown(summary) + "\n")
+  mean, std = stats
+  shown = max((len(s[0]) for s in samples.values()), default=0)
+  if shown:
+    with figure(os.path.join(workdir, "samples.png"), len(samples), shown,
+                figsize=(5 * shown, 1.8 * len(samples)), squeeze=False) as axes:
+      for row, (model, (motions, lengths, captions)) in zip(axes, samples.items()):
+        for ax, m, n, c in zip(row, motions, lengths, captions):
+          joints = np.asarray(recover_from_ric(m[:n] * std + mean))
+          _stick_figures(ax, joints, f"{model}: {c}")
+  flat = {f"{model}/{metric}": value[0] for model, s in summary.items()
+          for metric, value in s.items()}
+  write_json(workdir, "summary.json", flat)
+  return flat

@@ -1,0 +1,168 @@
+"""Text-to-motion study: TriC-Motion, its ablations and the MDM-style baseline on the
+procedural motions in HumanML3D's layout, scored by the in-library evaluator.
+
+Steps, each resumed from the workdir:
+1. the procedural dataset under `<workdir>/data` (or `config.data.root`, e.g. a real
+   HumanML3D folder: then nothing is generated);
+2. the evaluator (`evaluator.train_evaluator`) under `<workdir>/evaluator`;
+3. per variant of `config.models` (`models.VARIANTS`), x̂_0 training with condition dropout
+   under `<workdir>/models/<name>` (plus the disentangled read-out's loss for TriC-Motion);
+4. per variant and repeat, one caption per test motion, motions generated at the test
+   motions' lengths with classifier-free guidance, and the benchmark's metrics; the real
+   test motions are scored the same way as the `real` row. Rows go to results.jsonl (unit =
+   model × repeat); the report writes table.md, summary.json and samples.png.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from iclr_jax.datasets import humanml3d
+from iclr_jax.diffusion import gaussian
+from iclr_jax.errors import ConfigError
+from iclr_jax.motion import generation, metrics
+from iclr_jax.motion.evaluation import text_motion_metrics
+from iclr_jax.recipes.motion import data as data_lib
+from iclr_jax.recipes.motion import motion_report
+from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
+from iclr_jax.recipes.motion.models import VARIANTS, text_to_motion_functions
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train.loop import prepare_workdir, train_loop
+from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.study import Study
+
+
+def _prepare(config, workdir):
+  root = config.data.root or data_lib.prepare_procedural(
+      os.path.join(workdir, "data"), count=config.data.count, seed=config.data.seed)
+  train, test = humanml3d.load_split(root, "train"), humanml3d.load_split(root, "test")
+  vocab = data_lib.build_vocab(train)
+  mean, std = humanml3d.load_statistics(root)
+  encode = functools.partial(data_lib.encode_split, vocab=vocab, mean=mean, std=std,
+                             max_frames=config.data.max_frames,
+                             max_tokens=config.data.max_tokens)
+  return encode(train), encode(test), (len(vocab.words), len(vocab.tags)), (mean, std)
+
+
+def train_variant(config, name, train, sizes, workdir, mesh):
+  """Trains (or resumes, or reloads) variant `name`; returns (functions, parameters)."""
+  fns = text_to_motion_functions(config, name, sizes)
+  optimizer = make_optimizer(config.optim, total_steps=config.steps)
+  key = jax.random.key(config.seed)
+  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
+  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
+  extra = {"counterfactual": True} if VARIANTS[name].counterfactual else {}
+
+  def loss_fn(params, batch, key):
+    model = fns.module(params)
+    apply = lambda xt, t, keep: model(xt, t, batch["tokens"], batch["token_lengths"],
+                                      batch["lengths"], keep, **extra)
+    return generation.diffusion_loss(
+        apply, schedule, batch["motion"], batch["lengths"], key, parameterization="x0",
+        drop_probability=config.diffusion.cond_drop, aux_weight=config.tric.fcf_weight)
+
+  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
+  batches = data_lib.caption_batches(train, config.batch_size, config.seed)
+  state, _ = train_loop(
+      workdir=os.path.join(workdir, "models", name), init_state=factory.init,
+      restore_target=factory.abstract, train_step=step,
+      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
+      total_steps=config.steps, log_every=config.log_every,
+      checkpoint_every=config.checkpoint_every)
+  return fns, state.params
+
+
+def make_generator(config, fns, frames: int):
+  """Jitted (params, tokens, token_lengths, lengths, key) -> normalised motions
+  [b, frames, 263], zero after each length."""
+  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
+  s = config.sampling
+
+  @jax.jit
+  def generate(params, tokens, token_lengths, lengths, key):
+    model = fns.module(params)
+    apply = lambda xt, t, keep: model(xt, t, tokens, token_lengths, lengths, keep)
+    x = gaussian.sample_gaussian(
+        generation.guided(apply, s.guidance), schedule, (tokens.shape[0], frames, 263), key,
+        sampler=s.sampler, steps=s.steps, eta=s.eta, parameterization="x0")
+    return x * generation.frame_mask(lengths, frames)
+  return generate
+
+
+def _generate_all(generate, params, tokens, token_lengths, lengths, key, batch):
+  out = []
+  for i, start in enumerate(range(0, len(lengths), batch)):
+    sl = slice(start, start + batch)
+    n = len(lengths[sl])
+    pad = lambda a: np.concatenate([a, np.repeat(a[-1:], batch - n, 0)])
+    out.append(np.asarray(generate(params, pad(tokens[sl]), pad(token_lengths[sl]),
+                                   pad(lengths[sl]), jax.random.fold_in(key, i)))[:n])
+  return np.concatenate(out)
+
+
+def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat):
+  """One repeat's rows for a model (and its generated motions of the chosen captions)."""
+  rng = np.random.default_rng([config.seed, repeat])
+  key = jax.random.fold_in(jax.random.key(config.seed), repeat)
+  idx = data_lib.one_caption_per_motion(test, rng)
+  tokens, token_lengths = test.tokens[idx], test.token_lengths[idx]
+  batch = config.sampling.batch_size
+  text = embed_in_batches(evaluator.embed_text, (tokens, token_lengths), batch)
+  motions = _generate_all(generate, params, tokens, token_lengths, test.lengths, key, batch)
+  gen = embed_in_batches(evaluator.embed_motion, (motions, test.lengths), batch)
+  row = text_motion_metrics(text, gen, real_emb, key, batch_size=config.eval.r_batch,
+                            diversity_times=config.eval.diversity_times)
+  m = config.eval.mm_texts
+  mm_motions = _generate_all(generate, params, np.repeat(tokens[:m], config.eval.mm_repeats, 0),
+                             np.repeat(token_lengths[:m], config.eval.mm_repeats, 0),
+                             np.repeat(test.lengths[:m], config.eval.mm_repeats, 0),
+                             jax.random.fold_in(key, 10_000), batch)
+  mm_emb = embed_in_batches(evaluator.embed_motion,
+                            (mm_motions, np.repeat(test.lengths[:m], config.eval.mm_repeats)),
+                            batch).reshape(m, config.eval.mm_repeats, -1)
+  row["multimodality"] = float(metrics.multimodality(
+      mm_emb, key, times=min(config.eval.mm_times, config.eval.mm_repeats)))
+  real = text_motion_metrics(text, real_emb, real_emb, key, batch_size=config.eval.r_batch,
+                             diversity_times=config.eval.diversity_times)
+  return row, real, motions[:config.report.samples], idx[:config.report.samples]
+
+
+def train_and_evaluate(config, workdir: str):
+  prepare_workdir(workdir, config)
+  unknown = [m for m in config.models if m not in VARIANTS]
+  if unknown:
+    raise ConfigError(f"config.models has unknown variants {unknown}; known: "
+                      f"{sorted(VARIANTS)}")
+  mesh = mesh_lib.make_mesh(config.get("mesh"))
+  train, test, sizes, stats = _prepare(config, workdir)
+  evaluator = train_evaluator(config.evaluator, train, sizes, workdir, mesh)
+  real_emb = embed_in_batches(evaluator.embed_motion, (test.motions, test.lengths),
+                              config.sampling.batch_size)
+  study = Study(workdir, key=("model", "repeat"))
+  samples = {}
+  for name in config.models:
+    fns, params = train_variant(config, name, train, sizes, workdir, mesh)
+    generate = make_generator(config, fns, test.motions.shape[1])
+    sample_path = os.path.join(workdir, "samples", f"{name}.npz")
+    for repeat in range(config.eval.repeats):
+      if study.done(model=name, repeat=repeat):
+        continue
+      row, real, motions, idx = evaluate_repeat(config, generate, params, test, evaluator,
+                                                real_emb, repeat)
+      logging.info("%s repeat %d: %s", name, repeat, row)
+      if repeat == 0:
+        os.makedirs(os.path.dirname(sample_path), exist_ok=True)
+        np.savez(sample_path, motions=motions, lengths=test.lengths[:len(motions)],
+                 captions=np.array([test.captions[i] for i in idx]))
+      study.record([{"model": name, "repeat": repeat, **row}])
+      if not study.done(model="real", repeat=repeat):
+        study.record([{"model": "real", "repeat": repeat, **real}])
+    with np.load(sample_path) as f:
+      samples[name] = (f["motions"], f["lengths"], [str(c) for c in f["captions"]])
+  return motion_report.write(workdir, study.rows, samples, stats)
