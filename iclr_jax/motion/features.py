@@ -238,5 +238,6 @@ def _recover(features: jax.Array, joints_num: int) -> jax.Array:
   yaw, root = root_trajectory(features, joints_num=joints_num)
   ric = features[..., 4:4 + 3 * (joints_num - 1)]
   ric = ric.reshape(ric.shape[:-1] + (joints_num - 1, 3))
-  ric = qrot(qinv(yaw)[..., None, :], ric) + (root * jnp.array([1.0, 0.0, 1.0], root.dtype))[..., None, :]
+  floor = root * jnp.array([1.0, 0.0, 1.0], root.dtype)
+  ric = qrot(qinv(yaw)[..., None, :], ric) + floor[..., None, :]
   return jnp.concatenate([root[..., None, :], ric], axis=-2)

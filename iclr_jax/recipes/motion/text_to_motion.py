@@ -118,7 +118,7 @@ def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat)
   gen = embed_in_batches(evaluator.embed_motion, (motions, test.lengths), batch)
   row = text_motion_metrics(text, gen, real_emb, key, batch_size=config.eval.r_batch,
                             diversity_times=config.eval.diversity_times)
-  m = config.eval.mm_texts
+  m = min(config.eval.mm_texts, len(idx))
   mm_motions = _generate_all(generate, params, np.repeat(tokens[:m], config.eval.mm_repeats, 0),
                              np.repeat(token_lengths[:m], config.eval.mm_repeats, 0),
                              np.repeat(test.lengths[:m], config.eval.mm_repeats, 0),
