@@ -342,17 +342,24 @@ def _assemble(actions, rng: np.random.Generator) -> np.ndarray:
   return joints.astype(np.float32)
 
 
+LONGEST_ACTION = FPS * 5  # a sit that stands up again: up to 5 s
+
+
 def generate_motion(rng: np.random.Generator, *, num_actions: int | None = None,
-                    num_captions: int = 3) -> ProceduralMotion:
+                    num_captions: int = 3, max_frames: int = MAX_FRAMES) -> ProceduralMotion:
   """One motion of 1-3 actions (`num_actions`, default random) with `num_captions`
-  differently worded captions, at most MAX_FRAMES frames."""
+  differently worded captions, at most `max_frames` frames (actions that would pass it are
+  left out)."""
   n = int(rng.choice([1, 1, 2, 2, 3])) if num_actions is None else int(num_actions)
   if not 1 <= n <= 3:
     raise ValueError(f"num_actions must be 1, 2 or 3, got {num_actions}")
+  if not LONGEST_ACTION <= max_frames <= MAX_FRAMES:
+    raise ValueError(f"max_frames must lie in [{LONGEST_ACTION}, {MAX_FRAMES}], got "
+                     f"{max_frames}")
   actions, heading = [], 0.0
   for _ in range(n):
     action = _sample_action(rng, heading)
-    if sum(a.frames for a in actions) + action.frames > MAX_FRAMES:
+    if sum(a.frames for a in actions) + action.frames > max_frames:
       break
     actions.append(action)
     heading += action.turn

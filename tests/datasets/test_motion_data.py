@@ -24,6 +24,10 @@ def test_generation_is_seeded_and_shaped():
     assert a.captions == b.captions
   assert not np.array_equal(P.generate_motions(1, seed=6)[0].joints[:40],
                             MOTIONS[0].joints[:40])
+  short = P.generate_motions(10, seed=7, max_frames=100)
+  assert max(len(m.joints) for m in short) <= 100
+  with pytest.raises(ValueError, match=r"max_frames must lie in \[100, 196\]"):
+    P.generate_motion(np.random.default_rng(0), max_frames=60)
   for m in MOTIONS:
     assert H.MIN_FRAMES < len(m.joints) <= P.MAX_FRAMES and m.joints.dtype == np.float32
     assert len(m.captions) == 3 and 1 <= len(m.actions) <= 3

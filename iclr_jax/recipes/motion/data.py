@@ -52,11 +52,14 @@ class EncodedSplit(NamedTuple):
 
 
 def prepare_procedural(root: str, *, count: int, seed: int,
+                       max_frames: int = procedural_motion.MAX_FRAMES,
                        fractions: tuple[float, float, float] = (0.8, 0.05, 0.15)) -> str:
-  """Writes `count` procedural motions under `root` once (a `done.json` marks a finished
-  folder with its arguments; a folder made with other arguments is an error)."""
+  """Writes `count` procedural motions of at most `max_frames` frames under `root` once (a
+  `done.json` marks a finished folder with its arguments; a folder made with other
+  arguments is an error)."""
   marker = os.path.join(root, "done.json")
-  spec = {"count": count, "seed": seed, "fractions": list(fractions)}
+  spec = {"count": count, "seed": seed, "max_frames": max_frames,
+          "fractions": list(fractions)}
   if os.path.exists(marker):
     with open(marker) as f:
       found = json.load(f)
@@ -64,7 +67,7 @@ def prepare_procedural(root: str, *, count: int, seed: int,
       raise ValueError(f"{root} holds procedural data made with {found}, not {spec}; "
                        "use another folder")
     return root
-  motions = procedural_motion.generate_motions(count, seed)
+  motions = procedural_motion.generate_motions(count, seed, max_frames=max_frames)
   order = np.random.default_rng(seed + 1).permutation(count)
   n_train, n_val = int(fractions[0] * count), int(fractions[1] * count)
   splits = {"train": sorted(order[:n_train]), "val": sorted(order[n_train:n_train + n_val]),

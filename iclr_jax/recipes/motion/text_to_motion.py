@@ -40,7 +40,8 @@ from iclr_jax.train.study import Study
 
 def _prepare(config, workdir):
   root = config.data.root or data_lib.prepare_procedural(
-      os.path.join(workdir, "data"), count=config.data.count, seed=config.data.seed)
+      os.path.join(workdir, "data"), count=config.data.count, seed=config.data.seed,
+      max_frames=config.data.generate_frames, fractions=tuple(config.data.fractions))
   train, test = humanml3d.load_split(root, "train"), humanml3d.load_split(root, "test")
   vocab = data_lib.build_vocab(train)
   mean, std = humanml3d.load_statistics(root)
