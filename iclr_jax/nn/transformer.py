@@ -76,11 +76,11 @@ class SelfAttention(nnx.Module):
         raise ValueError("padding lengths need the 'softmax' attention kernel")
       o = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal,
                                        key_value_seq_lengths=lengths.astype(jnp.int32))
-      return self.out(o.reshape(x.shape[0], x.shape[1], -1))
-    if self.num_kv_heads != self.num_heads and not self.grouped_kernel:
-      groups = self.num_heads // self.num_kv_heads
-      k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
-    o = self.attention_fn(q, k, v, causal=self.causal)
+    else:
+      if self.num_kv_heads != self.num_heads and not self.grouped_kernel:
+        groups = self.num_heads // self.num_kv_heads
+        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+      o = self.attention_fn(q, k, v, causal=self.causal)
     return self.out(o.reshape(x.shape[0], x.shape[1], -1))
 
   def cached(self, x: jax.Array, positions: jax.Array, keys: jax.Array, values: jax.Array,

@@ -107,8 +107,10 @@ def _generate_all(generate, params, tokens, token_lengths, lengths, key, batch):
   return np.concatenate(out)
 
 
-def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat):
-  """One repeat's rows for a model (and its generated motions of the chosen captions)."""
+def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat,
+                    with_real: bool):
+  """One repeat's row for a model, the real motions' row (None unless `with_real`), and the
+  first generated motions with their caption indices."""
   rng = np.random.default_rng([config.seed, repeat])
   key = jax.random.fold_in(jax.random.key(config.seed), repeat)
   idx = data_lib.one_caption_per_motion(test, rng)
@@ -129,8 +131,9 @@ def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat)
                             batch).reshape(m, config.eval.mm_repeats, -1)
   row["multimodality"] = float(metrics.multimodality(
       mm_emb, key, times=min(config.eval.mm_times, config.eval.mm_repeats)))
-  real = text_motion_metrics(text, real_emb, real_emb, key, batch_size=config.eval.r_batch,
-                             diversity_times=config.eval.diversity_times)
+  real = None if not with_real else text_motion_metrics(
+      text, real_emb, real_emb, key, batch_size=config.eval.r_batch,
+      diversity_times=config.eval.diversity_times)
   return row, real, motions[:config.report.samples], idx[:config.report.samples]
 
 
@@ -154,15 +157,16 @@ def train_and_evaluate(config, workdir: str):
     for repeat in range(config.eval.repeats):
       if study.done(model=name, repeat=repeat):
         continue
+      with_real = not study.done(model="real", repeat=repeat)
       row, real, motions, idx = evaluate_repeat(config, generate, params, test, evaluator,
-                                                real_emb, repeat)
+                                                real_emb, repeat, with_real)
       logging.info("%s repeat %d: %s", name, repeat, row)
       if repeat == 0:
         os.makedirs(os.path.dirname(sample_path), exist_ok=True)
         np.savez(sample_path, motions=motions, lengths=test.lengths[:len(motions)],
                  captions=np.array([test.captions[i] for i in idx]))
       study.record([{"model": name, "repeat": repeat, **row}])
-      if not study.done(model="real", repeat=repeat):
+      if with_real:
         study.record([{"model": "real", "repeat": repeat, **real}])
     with np.load(sample_path) as f:
       samples[name] = (f["motions"], f["lengths"], [str(c) for c in f["captions"]])
