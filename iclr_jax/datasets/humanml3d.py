@@ -27,7 +27,6 @@ from iclr_jax.motion import canonical_joints, feature_dim, feature_slices, featu
 
 FPS = 20
 MIN_FRAMES, MAX_FRAMES = 40, 200
-SPLITS = ("train", "val", "test")
 
 
 class Caption(NamedTuple):

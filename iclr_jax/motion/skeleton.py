@@ -47,8 +47,6 @@ TARGET_OFFSETS = RAW_OFFSETS * np.concatenate([[0.0], BONE_LENGTHS])[:, None].as
 FACE_JOINTS = (2, 1, 17, 16)  # right hip, left hip, right shoulder, left shoulder
 LEG_JOINTS = (5, 8)  # right knee, right ankle: the leg length that sets the scale
 FEET_LEFT, FEET_RIGHT = (7, 10), (8, 11)
-# the joints sharing a chain start that the rotations are not accumulated across
-CHAIN_STARTS = tuple(chain[0] for chain in KINEMATIC_CHAIN)
 
 
 def check_joints(name: str, joints: jax.typing.ArrayLike, *, min_frames: int = 1) -> jax.Array:
