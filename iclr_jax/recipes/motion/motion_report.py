@@ -38,7 +38,7 @@ def markdown(summary) -> str:
   return "\n".join(lines)
 
 
-def _stick_figures(ax, joints: np.ndarray, caption: str, every: int = 8) -> None:
+def stick_figures(ax, joints: np.ndarray, caption: str, every: int = 8) -> None:
   """Side view (z, y) of every `every`-th pose, spread along the time axis."""
   for k in range(0, len(joints), every):
     pose = joints[k]
@@ -62,7 +62,7 @@ def write(workdir: str, rows, samples: Mapping[str, tuple], stats) -> dict:
       for row, (model, (motions, lengths, captions)) in zip(axes, samples.items()):
         for ax, m, n, c in zip(row, motions, lengths, captions):
           joints = np.asarray(recover_from_ric(m[:n] * std + mean))
-          _stick_figures(ax, joints, f"{model}: {c}")
+          stick_figures(ax, joints, f"{model}: {c}")
   flat = {f"{model}/{metric}": value[0] for model, s in summary.items()
           for metric, value in s.items()}
   write_json(workdir, "summary.json", flat)
