@@ -5,6 +5,8 @@ classifier-free guidance, scored by the in-library evaluator over `eval.repeats`
 
 Run (2 CPU cores; see docs/motion.md for the time):
   python experiments/train.py --config=configs/motion/text_to_motion.py --workdir=runs/t2m
+Conditioned on the frozen SmolLM2-135M's mean-pooled hidden states instead of a trained
+text encoder:  ... --config.text.encoder=llm
 With the real dataset (a HumanML3D folder; the evaluator is still the in-library one):
   ... --config.data.root=/path/to/HumanML3D
 Smoke (seconds; numbers mean nothing):
@@ -30,7 +32,10 @@ def get_config(arg=None):
   # 854 / 50 / 96 motions: three full R-precision batches of test motions
   c.data = dict(root="", count=1000, seed=0, generate_frames=120, max_frames=120,
                 max_tokens=40, fractions=(0.854, 0.05, 0.096))
-  c.text = dict(dim=64, num_layers=2, num_heads=4)
+  # the denoisers' text side: 'trained' (a small encoder over (word, POS) ids trained with
+  # each model; the headline) or 'llm' (the frozen LLM's mean-pooled hidden states)
+  c.text = dict(encoder="trained", llm="smollm2-135m-instruct", dim=64, num_layers=2,
+                num_heads=4)
   c.tric = dict(d_model=64, num_blocks=4, num_heads=4, patch=4, gcn_layers=3, mlp_ratio=2.0,
                 fcf_weight=1.0)
   c.mdm = dict(d_model=96, num_layers=4, num_heads=4, mlp_ratio=4.0)

@@ -221,3 +221,30 @@ class PretrainedLM:
     if per_token:
       return rows
     return np.array([float(np.sum(r, dtype=np.float64)) for r in rows])
+
+  # ---- embeddings -----------------------------------------------------------------
+  def embed(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+    """Mean-pooled final hidden states float32 [B, d_model] of `texts` (the final norm's
+    output averaged over each text's tokens; right padding cannot reach them through the
+    causal mask). Host-side; batches of `batch_size` texts at a power-of-two length."""
+    texts = _check_texts("texts", texts)
+    if batch_size < 1:
+      raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    ids = self._check_ids("texts", [self.tokenizer.encode(t) or [self.tokenizer.pad_id]
+                                    for t in texts])
+    out = []
+    for start in range(0, len(ids), batch_size):
+      chunk = ids[start:start + batch_size]
+      longest = max(len(s) for s in chunk)
+      if longest > self.spec.context_length:
+        raise ValueError(f"a text of {longest} tokens exceeds the model's context of "
+                         f"{self.spec.context_length}")
+      tokens, lengths = self._pad(chunk, _round_up(longest, LENGTH_BUCKET))
+      out.append(np.asarray(self._mean_hidden(self.params, tokens, lengths))[:len(chunk)])
+    return np.concatenate(out)
+
+  @functools.partial(jax.jit, static_argnums=0)
+  def _mean_hidden(self, params, tokens, lengths):
+    h = self.functions.module(params).hidden(tokens).astype(jnp.float32)
+    mask = (jnp.arange(tokens.shape[1]) < lengths[:, None]).astype(h.dtype)[..., None]
+    return jnp.sum(h * mask, axis=1) / lengths[:, None].astype(h.dtype)

@@ -137,3 +137,16 @@ def test_text_perplexity_windows_and_bits_per_byte(smollm):
                              / np.log(2) / len(text.encode()), rtol=1e-9)
   with pytest.raises(ValueError, match=r"window must lie in \[2, 8192\]"):
     text_perplexity(smollm, text, window=1)
+
+
+def test_embed_is_the_mean_of_each_texts_own_hidden_states(smollm):
+  texts = ["a person walks forward", "someone jumps", "wave"]
+  got = smollm.embed(texts, batch_size=2)  # two batches, padded rows and positions
+  model = smollm.functions.module(smollm.params)
+  for text, row in zip(texts, got):
+    ids = np.array([smollm.tokenizer.encode(text)], np.int32)  # alone, unpadded
+    want = np.asarray(model.hidden(ids)[0], np.float64).mean(0)
+    np.testing.assert_allclose(row, want, rtol=1e-4, atol=1e-4)
+  assert got.shape == (3, smollm.spec.d_model)
+  with pytest.raises(ValueError, match="texts must be a list of strings"):
+    smollm.embed("a person walks")

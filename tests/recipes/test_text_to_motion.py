@@ -5,6 +5,7 @@ reloads everything and adds no row; an unknown variant is refused."""
 import math
 import os
 
+import numpy as np
 import pytest
 
 from iclr_jax.errors import ConfigError
@@ -37,3 +38,22 @@ def test_unknown_variant_is_refused(tmp_path):
   config.models = ("tric", "diffusion_gpt")
   with pytest.raises(ConfigError, match="unknown variants \\['diffusion_gpt'\\]"):
     run_experiment(config, str(tmp_path))
+
+
+def test_llm_conditioning_shares_the_workdir_under_its_own_label(tmp_path):
+  config = smoke_config("text_to_motion")
+  config.models = ("mdm",)
+  config.eval.repeats = 1
+  workdir = str(tmp_path / "t2m")
+  run_experiment(config, workdir)
+  config.text.encoder = "llm"
+  summary = run_experiment(config, workdir)
+  rows = read_jsonl(os.path.join(workdir, "results.jsonl"))
+  assert sorted(r["model"] for r in rows) == ["mdm", "mdm+llm", "real"]
+  assert math.isfinite(summary["mdm+llm/fid"]) and "mdm/fid" in summary
+  states = np.load(os.path.join(workdir, "llm_text_states.npz"))
+  assert states["states"].shape[1] == 576  # SmolLM2-135M's width, one row per caption text
+  assert len(set(states["texts"])) == len(states["texts"])
+  config.text.encoder = "bert"
+  with pytest.raises(ConfigError, match="config.text.encoder must be one of"):
+    run_experiment(config, workdir)

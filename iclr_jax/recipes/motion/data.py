@@ -45,7 +45,7 @@ class EncodedSplit(NamedTuple):
   motions: np.ndarray  # [m, max_frames, 263] normalised, zero after each length
   lengths: np.ndarray  # int [m]
   motion_of: np.ndarray  # int [n]: the motion of caption i
-  tokens: np.ndarray  # int [n, max_tokens, 2] (word, POS) ids
+  tokens: np.ndarray  # int [n, max_tokens, 2] (word, POS) ids, or float [n, 1, d] text states
   token_lengths: np.ndarray  # int [n]
   caption_ids: np.ndarray  # int [n]: equal for equal caption texts
   captions: tuple[str, ...]  # [n]
@@ -127,3 +127,20 @@ def caption_batches(split: EncodedSplit, batch_size: int, seed: int):
             "tokens": split.tokens[rows], "token_lengths": split.token_lengths[rows],
             "caption_ids": split.caption_ids[rows]}
   return batch
+
+
+def llm_text_states(split: EncodedSplit, path: str, embed) -> EncodedSplit:
+  """`split` with its captions' texts replaced by precomputed states [n, 1, d] (length 1):
+  `embed(list of texts) -> [k, d]` (e.g. `PretrainedLM.embed`), called only for captions
+  the cache file `path` (an .npz of texts and states) does not hold yet."""
+  cache: dict[str, np.ndarray] = {}
+  if os.path.exists(path):
+    with np.load(path) as f:
+      cache = dict(zip((str(t) for t in f["texts"]), f["states"]))
+  missing = sorted(set(split.captions) - set(cache))
+  if missing:
+    cache.update(zip(missing, np.asarray(embed(missing), np.float32)))
+    texts = sorted(cache)
+    np.savez(path, texts=np.array(texts), states=np.stack([cache[t] for t in texts]))
+  states = np.stack([cache[t] for t in split.captions])[:, None, :]
+  return split._replace(tokens=states, token_lengths=np.ones(len(states), np.int32))

@@ -13,23 +13,23 @@ from iclr_jax.nn.tric_motion import DOMAINS, TriCMotion
 
 
 class Variant(NamedTuple):
-  build: Callable[[Any, nnx.Rngs], nnx.Module]  # (config, rngs) -> denoiser
+  build: Callable[[Any, int, nnx.Rngs], nnx.Module]  # (config, cond_dim, rngs) -> denoiser
   counterfactual: bool  # train with the disentangled read-out's loss
 
 
 def _tric(**overrides):
-  def build(config, rngs):
+  def build(config, cond_dim, rngs):
     c = config.tric
-    kwargs = dict(cond_dim=config.text.dim, d_model=c.d_model, num_blocks=c.num_blocks,
+    kwargs = dict(cond_dim=cond_dim, d_model=c.d_model, num_blocks=c.num_blocks,
                   num_heads=c.num_heads, patch=c.patch, gcn_layers=c.gcn_layers,
                   mlp_ratio=c.mlp_ratio, rngs=rngs)
     return TriCMotion(**{**kwargs, **overrides})
   return build
 
 
-def _mdm(config, rngs):
+def _mdm(config, cond_dim, rngs):
   c = config.mdm
-  return MotionTransformer(feature_dim=263, cond_dim=config.text.dim, d_model=c.d_model,
+  return MotionTransformer(feature_dim=263, cond_dim=cond_dim, d_model=c.d_model,
                            num_layers=c.num_layers, num_heads=c.num_heads,
                            mlp_ratio=c.mlp_ratio, rngs=rngs)
 
@@ -44,13 +44,18 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def text_to_motion_functions(config, name: str, vocab_sizes: tuple[int, int]) -> ModelFunctions:
-  """`ModelFunctions` of variant `name` with its trained text encoder."""
+def text_to_motion_functions(config, name: str, vocab_sizes: tuple[int, int],
+                             text_dim: int | None = None) -> ModelFunctions:
+  """`ModelFunctions` of variant `name`: with a text encoder trained with it over (word,
+  POS) ids of `vocab_sizes`, or, given `text_dim`, reading precomputed text states of that
+  width (e.g. a frozen LLM's)."""
   variant = VARIANTS[name]
+  cond_dim = config.text.dim if text_dim is None else text_dim
 
   def build(key):
     rngs = nnx.Rngs(params=key)
-    return TextToMotion(variant.build(config, rngs), rngs=rngs, text_vocab=vocab_sizes,
-                        cond_dim=config.text.dim, text_layers=config.text.num_layers,
+    return TextToMotion(variant.build(config, cond_dim, rngs), rngs=rngs,
+                        text_vocab=vocab_sizes if text_dim is None else None,
+                        cond_dim=cond_dim, text_layers=config.text.num_layers,
                         text_heads=config.text.num_heads)
   return model_functions(build)

@@ -6,7 +6,7 @@ Steps, each resumed from the workdir:
    HumanML3D folder: then nothing is generated);
 2. the evaluator (`evaluator.train_evaluator`) under `<workdir>/evaluator`;
 3. per variant of `config.models` (`models.VARIANTS`), x̂_0 training with condition dropout
-   under `<workdir>/models/<name>` (plus the disentangled read-out's loss for TriC-Motion);
+   under `<workdir>/models/<name>` (`<name>+llm` when conditioned on the frozen LLM) (plus the disentangled read-out's loss for TriC-Motion);
 4. per variant and repeat, one caption per test motion, motions generated at the test
    motions' lengths with classifier-free guidance, and the benchmark's metrics; the real
    test motions are scored the same way as the `real` row. Rows go to results.jsonl (unit =
@@ -51,9 +51,37 @@ def _prepare(config, workdir):
   return encode(train), encode(test), (len(vocab.words), len(vocab.tags)), (mean, std)
 
 
-def train_variant(config, name, train, sizes, workdir, mesh):
-  """Trains (or resumes, or reloads) variant `name`; returns (functions, parameters)."""
-  fns = text_to_motion_functions(config, name, sizes)
+TEXT_ENCODERS = ("trained", "llm")
+
+
+def _conditioning(config, workdir, splits):
+  """The splits as the denoisers read them: unchanged (the text encoder trains with each
+  denoiser), or with config.text.encoder='llm' the frozen LLM's mean-pooled final hidden
+  states of each caption (cached in <workdir>/llm_text_states.npz); and their width (None
+  for the trained encoder)."""
+  if config.text.encoder not in TEXT_ENCODERS:
+    raise ConfigError(f"config.text.encoder must be one of {TEXT_ENCODERS}, got "
+                      f"{config.text.encoder!r}")
+  if config.text.encoder == "trained":
+    return splits, None
+  from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
+  model = functools.cache(lambda: load_pretrained(config.text.llm))  # only if a text is new
+  embed = lambda texts: model().embed(texts)
+  path = os.path.join(workdir, "llm_text_states.npz")
+  out = tuple(data_lib.llm_text_states(s, path, embed) for s in splits)
+  return out, out[0].tokens.shape[-1]
+
+
+def _label(config, name: str) -> str:
+  """The variant's name in results and folders: '+llm' marks LLM-conditioned models, so
+  both kinds can share a workdir and a table."""
+  return name if config.text.encoder == "trained" else f"{name}+llm"
+
+
+def train_variant(config, name, train, sizes, workdir, mesh, text_dim=None):
+  """Trains (or resumes, or reloads) variant `name` on the denoiser's view of the training
+  split (see `_conditioning`); returns (functions, parameters)."""
+  fns = text_to_motion_functions(config, name, sizes, text_dim)
   optimizer = make_optimizer(config.optim, total_steps=config.steps)
   key = jax.random.key(config.seed)
   factory = train_state_factory(fns.init_params, optimizer, key, mesh)
@@ -71,7 +99,7 @@ def train_variant(config, name, train, sizes, workdir, mesh):
   step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
   batches = data_lib.caption_batches(train, config.batch_size, config.seed)
   state, _ = train_loop(
-      workdir=os.path.join(workdir, "models", name), init_state=factory.init,
+      workdir=os.path.join(workdir, "models", _label(config, name)), init_state=factory.init,
       restore_target=factory.abstract, train_step=step,
       batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
       total_steps=config.steps, log_every=config.log_every,
@@ -107,16 +135,18 @@ def _generate_all(generate, params, tokens, token_lengths, lengths, key, batch):
   return np.concatenate(out)
 
 
-def evaluate_repeat(config, generate, params, test, evaluator, real_emb, repeat,
+def evaluate_repeat(config, generate, params, test, test_cond, evaluator, real_emb, repeat,
                     with_real: bool):
   """One repeat's row for a model, the real motions' row (None unless `with_real`), and the
-  first generated motions with their caption indices."""
+  first generated motions with their caption indices. The evaluator reads `test`'s captions,
+  the generator `test_cond`'s (the same captions, as the denoiser reads them)."""
   rng = np.random.default_rng([config.seed, repeat])
   key = jax.random.fold_in(jax.random.key(config.seed), repeat)
   idx = data_lib.one_caption_per_motion(test, rng)
-  tokens, token_lengths = test.tokens[idx], test.token_lengths[idx]
   batch = config.sampling.batch_size
-  text = embed_in_batches(evaluator.embed_text, (tokens, token_lengths), batch)
+  text = embed_in_batches(evaluator.embed_text, (test.tokens[idx], test.token_lengths[idx]),
+                          batch)
+  tokens, token_lengths = test_cond.tokens[idx], test_cond.token_lengths[idx]
   motions = _generate_all(generate, params, tokens, token_lengths, test.lengths, key, batch)
   gen = embed_in_batches(evaluator.embed_motion, (motions, test.lengths), batch)
   row = text_motion_metrics(text, gen, real_emb, key, batch_size=config.eval.r_batch,
@@ -148,18 +178,19 @@ def train_and_evaluate(config, workdir: str):
   evaluator = train_evaluator(config.evaluator, train, sizes, workdir, mesh)
   real_emb = embed_in_batches(evaluator.embed_motion, (test.motions, test.lengths),
                               config.sampling.batch_size)
+  (train_cond, test_cond), text_dim = _conditioning(config, workdir, (train, test))
   study = Study(workdir, key=("model", "repeat"))
-  samples = {}
   for name in config.models:
-    fns, params = train_variant(config, name, train, sizes, workdir, mesh)
+    fns, params = train_variant(config, name, train_cond, sizes, workdir, mesh, text_dim)
+    name = _label(config, name)
     generate = make_generator(config, fns, test.motions.shape[1])
     sample_path = os.path.join(workdir, "samples", f"{name}.npz")
     for repeat in range(config.eval.repeats):
       if study.done(model=name, repeat=repeat):
         continue
       with_real = not study.done(model="real", repeat=repeat)
-      row, real, motions, idx = evaluate_repeat(config, generate, params, test, evaluator,
-                                                real_emb, repeat, with_real)
+      row, real, motions, idx = evaluate_repeat(config, generate, params, test, test_cond,
+                                                evaluator, real_emb, repeat, with_real)
       logging.info("%s repeat %d: %s", name, repeat, row)
       if repeat == 0:
         os.makedirs(os.path.dirname(sample_path), exist_ok=True)
@@ -168,6 +199,16 @@ def train_and_evaluate(config, workdir: str):
       study.record([{"model": name, "repeat": repeat, **row}])
       if with_real:
         study.record([{"model": "real", "repeat": repeat, **real}])
-    with np.load(sample_path) as f:
-      samples[name] = (f["motions"], f["lengths"], [str(c) for c in f["captions"]])
-  return motion_report.write(workdir, study.rows, samples, stats)
+  return motion_report.write(workdir, study.rows, _samples(workdir, study.rows), stats)
+
+
+def _samples(workdir: str, rows) -> dict:
+  """The saved sample motions of every model in the results (also those of earlier runs on
+  this workdir, e.g. with the other text encoder), in the results' order."""
+  samples = {}
+  for name in dict.fromkeys(r["model"] for r in rows):
+    path = os.path.join(workdir, "samples", f"{name}.npz")
+    if os.path.exists(path):
+      with np.load(path) as f:
+        samples[name] = (f["motions"], f["lengths"], [str(c) for c in f["captions"]])
+  return samples
