@@ -18,25 +18,27 @@ def get_config(arg=None):
   smoke = common.check_arg("configs/uq/clear_benchmark.py", arg)
   c = ml_collections.ConfigDict()
   c.experiment = "clear_benchmark"
-  c.datasets = list(REGRESSION_DATASETS)
-  c.seeds = 3  # seeds 0, 1, 2
+  # list-valued fields are tuples, so the command line can set them:
+  #   --config.datasets="('airfoil','concrete')" --config.seeds="(0,1)"
+  c.datasets = tuple(REGRESSION_DATASETS)
+  c.seeds = (0, 1, 2)
   c.alpha = 0.05
   c.fractions = (0.6, 0.2, 0.2)
-  c.families = ["tabular", "jax"]
+  c.families = ("tabular", "jax")
   c.conditional_feature = 0  # conditional coverage over quantile bins of this column
   c.num_bins = 5
   # PCS-UQ candidates (the paper's list; XGBoost -> HistGradientBoosting, MLP left out for
   # time), the best one by calibration-set R² refitted on `bootstraps` resamples.
-  c.tabular = dict(candidates=["ols", "ridge", "lasso", "elasticnet", "rf", "extratrees",
-                               "adaboost", "hgb"],
+  c.tabular = dict(candidates=("ols", "ridge", "lasso", "elasticnet", "rf", "extratrees",
+                               "adaboost", "hgb"),
                    top_k=1, bootstraps=10, trees=100, n_jobs=2,
                    quantile_bootstraps=3, quantile_max_iter=100)
   c.jax = dict(members=5, hidden=(64, 64), ensemble_steps=2000, quantile_steps=3000,
                lr=3e-3, batch_size=512)
   if smoke:
-    c.datasets = ["airfoil", "energy_efficiency"]
-    c.seeds = 1
-    c.tabular.update(candidates=["ols", "ridge", "rf"], bootstraps=2, trees=10,
+    c.datasets = ("airfoil", "energy_efficiency")
+    c.seeds = (0,)
+    c.tabular.update(candidates=("ols", "ridge", "rf"), bootstraps=2, trees=10,
                      quantile_bootstraps=1, quantile_max_iter=20)
     c.jax.update(members=2, hidden=(16,), ensemble_steps=50, quantile_steps=50,
                  batch_size=128)

@@ -67,3 +67,36 @@ def coverage_by_bin(y, lower, upper, feature, *, num_bins: int = 5) -> dict[str,
   covered = np.bincount(idx, weights=hit, minlength=num_bins)
   return {"edges": edges, "count": count,
           "coverage": np.where(count > 0, covered / np.maximum(count, 1), np.nan)}
+
+
+def equal_coverage_width(y, lower, upper, center, *, alpha: float) -> dict[str, float]:
+  """The width intervals have at exactly the target coverage, to compare methods that over-
+  or under-cover: each interval is scaled about its `center` (e.g. the point prediction),
+  [c − s(c − l), c + s(u − c)], by the one smallest s > 0 under which ⌈(1 − α) n⌉ of the n
+  points are covered; returns {'scale': s, 'mpiw': mean width, 'niw': mpiw / (max y − min
+  y)}. A point on the far side of a zero-width half needs an infinite scale. Host-side,
+  in float64.
+
+  Point i is covered from s_i = max((c − y)/(c − l), (y − c)/(u − c)) on (each side's ratio
+  counts only on its side), so s is the ⌈(1 − α) n⌉-th smallest s_i.
+  """
+  _check(y, lower, upper)  # shapes, finiteness, lower <= upper
+  y, lower, upper, center = (np.asarray(a, np.float64) for a in (y, lower, upper, center))
+  if center.shape != y.shape:
+    raise ValueError(f"center must be [n] like y, got {center.shape}")
+  if not np.all(np.isfinite(center)):
+    raise ValueError("center must be finite")
+  if np.any((center < lower) | (center > upper)):
+    raise ValueError("center must lie inside every interval [lower, upper]")
+  check_alpha(alpha)
+
+  def need(gap, half):  # scale that makes a half of width `half` reach a point `gap` away
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return np.where(gap <= 0, 0.0, np.where(half > 0, gap / half, np.inf))
+
+  s_i = np.maximum(need(center - y, center - lower), need(y - center, upper - center))
+  k = int(np.ceil((1 - alpha) * len(y) - 1e-9))
+  scale = float(np.partition(s_i, k - 1)[k - 1])
+  mpiw = float(np.mean(upper - lower)) * scale if np.isfinite(scale) else np.inf
+  span = float(np.max(y) - np.min(y))
+  return {"scale": scale, "mpiw": mpiw, "niw": mpiw / span if span > 0 else mpiw}

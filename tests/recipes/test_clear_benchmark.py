@@ -3,6 +3,8 @@ calibration set), the summary is recomputed from the table, a finished unit is n
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,12 +12,12 @@ import pytest
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.uq import clear_benchmark
 from iclr_jax.uq import Band
-from tests.recipes.config_files import smoke_config
+from tests.recipes.config_files import REPO, smoke_config
 
 
 def _config(**changes):
   c = smoke_config("clear_benchmark")
-  c.datasets = ["energy_efficiency"]
+  c.datasets = ("energy_efficiency",)
   for k, v in changes.items():
     c[k] = v
   return c
@@ -60,6 +62,29 @@ def test_run_resume_and_summary(tmp_path):
 
 def test_bad_config():
   with pytest.raises(ConfigError, match="config.families must be a subset"):
-    clear_benchmark.train_and_evaluate(_config(families=["gp"]), "/tmp/unused")
+    clear_benchmark.train_and_evaluate(_config(families=("gp",)), "/tmp/unused")
   with pytest.raises(ConfigError, match="config.alpha"):
     clear_benchmark.train_and_evaluate(_config(alpha=1.5), "/tmp/unused")
+  with pytest.raises(ConfigError, match="config.seeds must be a non-empty tuple"):
+    clear_benchmark.train_and_evaluate(_config(seeds=(0, 0)), "/tmp/unused")
+
+
+_PARSE = """
+import json, sys
+from absl import flags
+from ml_collections import config_flags
+config_flags.DEFINE_config_file("config")
+flags.FLAGS(sys.argv)
+c = flags.FLAGS.config
+print(json.dumps([c.datasets, c.seeds, c.families, c.tabular.candidates]))
+"""
+
+
+def test_list_fields_are_set_from_the_command_line():
+  # as train.py parses them (absl registers the override flags on the global FLAGS)
+  out = subprocess.run(
+      [sys.executable, "-c", _PARSE, "--config=configs/uq/clear_benchmark.py:smoke",
+       "--config.datasets=('airfoil','concrete')", "--config.seeds=(3,4)",
+       "--config.families=('jax',)", "--config.tabular.candidates=('ols',)"],
+      cwd=REPO, capture_output=True, text=True, check=True).stdout
+  assert json.loads(out) == [["airfoil", "concrete"], [3, 4], ["jax"], ["ols"]]

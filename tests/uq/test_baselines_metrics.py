@@ -7,7 +7,8 @@ import pytest
 from scipy import integrate
 
 from iclr_jax.uq import baselines
-from iclr_jax.uq.metrics import coverage_by_bin, interval_metrics, uniform_crps
+from iclr_jax.uq.metrics import (coverage_by_bin, equal_coverage_width, interval_metrics,
+                                 uniform_crps)
 
 
 def _band(rng, n):
@@ -103,3 +104,44 @@ def test_negative_cqr_correction_never_inverts_an_interval():
   lo, hi = baselines.cqr_interval(-0.5, lower=lower, upper=upper)
   np.testing.assert_allclose(lo, [0.05, 0.5, -4.5])
   np.testing.assert_allclose(hi, [0.05, 3.5, 4.5])
+
+
+def _scan_equal_coverage(y, lower, upper, center, alpha):
+  """Brute force: the smallest scale on a fine grid whose coverage reaches 1 − α."""
+  need = np.ceil((1 - alpha) * len(y) - 1e-9)
+  for s in np.linspace(0, 4, 400_001):
+    covered = (y >= center - s * (center - lower)) & (y <= center + s * (upper - center))
+    if covered.sum() >= need:
+      return s
+  raise AssertionError("no scale up to 4 reaches the coverage")
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.3])
+def test_equal_coverage_width_matches_a_scan(rng, alpha):
+  n = 301
+  center = rng.normal(size=n)
+  lower = center - rng.uniform(0.2, 2.0, n)
+  upper = center + rng.uniform(0.2, 2.0, n)
+  y = center + rng.normal(size=n) * 1.3
+  got = equal_coverage_width(y, lower, upper, center, alpha=alpha)
+  want = _scan_equal_coverage(y, lower, upper, center, alpha)
+  assert abs(got["scale"] - want) <= 1e-5  # the grid step
+  s = got["scale"]
+  count = lambda s: np.sum((y >= center - s * (center - lower))
+                           & (y <= center + s * (upper - center)))
+  # the smallest such scale: the target count just above it, one point fewer just below
+  assert count(s * (1 + 1e-9)) == np.ceil((1 - alpha) * n) == count(s * (1 - 1e-9)) + 1
+  np.testing.assert_allclose(got["mpiw"], s * np.mean(upper - lower))
+  np.testing.assert_allclose(got["niw"], got["mpiw"] / (y.max() - y.min()))
+
+
+def test_equal_coverage_width_orders_an_over_covering_method_fairly(rng):
+  # the same intervals, one method twice as wide: raw widths differ 2x, equal-coverage
+  # widths agree
+  n = 500
+  y = rng.normal(size=n)
+  narrow = equal_coverage_width(y, -np.ones(n), np.ones(n), np.zeros(n), alpha=0.1)
+  wide = equal_coverage_width(y, -2 * np.ones(n), 2 * np.ones(n), np.zeros(n), alpha=0.1)
+  np.testing.assert_allclose(narrow["mpiw"], wide["mpiw"])
+  with pytest.raises(ValueError, match="center must lie inside"):
+    equal_coverage_width(y, -np.ones(n), np.ones(n), np.full(n, 2.0), alpha=0.1)

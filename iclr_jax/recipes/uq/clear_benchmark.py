@@ -148,14 +148,25 @@ def _check_config(config):
   for field in ("datasets", "families"):
     if not list(config[field]):
       raise ConfigError(f"config.{field} must not be empty")
-  if isinstance(config.seeds, bool) or not isinstance(config.seeds, int) or config.seeds < 1:
-    raise ConfigError(f"config.seeds must be an int >= 1 (seeds 0 … seeds − 1), got "
-                      f"{config.seeds!r}")
+  _seeds(config)
   bad = [f for f in config.families if f not in FAMILIES]
   if bad:
     raise ConfigError(f"config.families must be a subset of {FAMILIES}, got {list(bad)}")
   if not 0.0 < config.alpha < 1.0:
     raise ConfigError(f"config.alpha must be in (0, 1), got {config.alpha}")
+
+
+def _seeds(config) -> tuple[int, ...]:
+  """config.seeds: a tuple of distinct non-negative ints (or an int n: seeds 0 … n − 1)."""
+  seeds = config.seeds
+  if isinstance(seeds, int) and not isinstance(seeds, bool):
+    seeds = tuple(range(seeds))
+  ok = (isinstance(seeds, (tuple, list)) and len(seeds) > 0 and len(set(seeds)) == len(seeds)
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds))
+  if not ok:
+    raise ConfigError("config.seeds must be a non-empty tuple of distinct ints >= 0 (e.g. "
+                      f"(0, 1, 2)) or a count n >= 1, got {config.seeds!r}")
+  return tuple(seeds)
 
 
 def train_and_evaluate(config, workdir: str):
@@ -165,7 +176,7 @@ def train_and_evaluate(config, workdir: str):
   study = Study(workdir, key=("dataset", "seed", "family"))
   start = time.time()
   for name in config.datasets:
-    todo = [(s, f) for s in range(config.seeds) for f in config.families
+    todo = [(s, f) for s in _seeds(config) for f in config.families
             if not study.done(dataset=name, seed=s, family=f)]
     data = load_regression(name) if todo else None
     for seed, family in todo:
