@@ -6,6 +6,17 @@ Run (needs the `tabular` extra; see README for the time on 2 CPU cores):
   python experiments/train.py --config=configs/uq/clear_benchmark.py --workdir=runs/clear_benchmark
 Smoke (seconds):
   python experiments/train.py --config=configs/uq/clear_benchmark.py:smoke --workdir=/tmp/clear
+
+The authors' own protocol (`:paper`; needs the `clear_paper` extra): their split rule (seed
+777 + i), their PCS candidates refitted on 100 bootstraps, their aleatoric models over 100
+bootstraps, 10 seeds, the 14 paper datasets the library ships (diamond is not one):
+  pip install -e '.[clear_paper]'
+  python experiments/train.py --config=configs/uq/clear_benchmark.py:paper \
+      --config.datasets="('airfoil','concrete')" --config.seeds="(0,1)" \
+      --config.families="('qrf',)" --workdir=runs/clear_paper
+Families: 'qrf' (the paper's variant c: PCS over the candidates + quantile random forests),
+'qxgb' (b: PCS over quantile XGBoost + quantile XGBoost), 'qpcs' (a: PCS over the quantile
+models + the top one as the aleatoric model).
 """
 
 import ml_collections
@@ -14,8 +25,12 @@ from iclr_jax.datasets.regression import REGRESSION_DATASETS
 from iclr_jax.recipes import common
 
 
+PAPER_DATASETS = tuple(d for d in REGRESSION_DATASETS if d != "diamond")
+
+
 def get_config(arg=None):
-  smoke = common.check_arg("configs/uq/clear_benchmark.py", arg)
+  variant = common.config_variant("configs/uq/clear_benchmark.py", arg, ("paper", "paper_smoke"))
+  smoke = variant in ("smoke", "paper_smoke")
   c = ml_collections.ConfigDict()
   c.experiment = "clear_benchmark"
   # list-valued fields are tuples, so the command line can set them:
@@ -33,8 +48,18 @@ def get_config(arg=None):
                                "adaboost", "hgb"),
                    top_k=1, bootstraps=10, trees=100, n_jobs=2,
                    quantile_bootstraps=3, quantile_max_iter=100)
+  c.paper = dict(pcs_bootstraps=100, quantile_bootstraps=100, n_jobs=2)
   c.jax = dict(members=5, hidden=(64, 64), ensemble_steps=2000, quantile_steps=3000,
                lr=3e-3, batch_size=512)
+  if variant.startswith("paper"):
+    c.datasets = PAPER_DATASETS
+    c.seeds = tuple(range(10))
+    c.families = ("qrf", "qxgb", "qpcs")
+  if variant == "paper_smoke":
+    c.datasets = ("energy_efficiency",)
+    c.seeds = (0,)
+    c.paper.update(pcs_bootstraps=2, quantile_bootstraps=2)
+    return c
   if smoke:
     c.datasets = ("airfoil", "energy_efficiency")
     c.seeds = (0,)

@@ -1,6 +1,6 @@
 """What every experiment config shares, so the configs under `configs/<family>/` agree: the
-argument rule ('' or 'smoke'), the mesh section (all devices on 'data', parameters
-replicated unless a config shards them), and `seeds` as a count (seeds 0 … seeds − 1).
+argument rule ('' or 'smoke', plus a config's own variants such as 'paper') and the mesh
+section (all devices on 'data', parameters replicated unless a config shards them).
 
 Config files are loaded by path (`--config=configs/<family>/<name>.py`), so they cannot
 import a sibling module; they import these helpers from the package instead.
@@ -18,6 +18,14 @@ def check_arg(config_path: str, arg: str | None) -> bool:
   if arg not in ARGS:
     raise ValueError(f"{config_path}: unknown argument {arg!r} (use '' or 'smoke')")
   return arg == "smoke"
+
+
+def config_variant(config_path: str, arg: str | None, variants: tuple[str, ...] = ()) -> str:
+  """'' , 'smoke' or one of the config's own `variants`; a ValueError for anything else."""
+  if arg not in ARGS + tuple(variants):
+    allowed = ", ".join(repr(a) for a in ("", "smoke") + tuple(variants))
+    raise ValueError(f"{config_path}: unknown argument {arg!r} (use one of {allowed})")
+  return arg or ""
 
 
 def mesh(*, param_sharding: str = "replicated") -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.uq import clear_benchmark
 from iclr_jax.uq import Band
-from tests.recipes.config_files import REPO, smoke_config
+from tests.recipes.config_files import REPO, config_module, smoke_config
 
 
 def _config(**changes):
@@ -88,3 +88,43 @@ def test_list_fields_are_set_from_the_command_line():
        "--config.families=('jax',)", "--config.tabular.candidates=('ols',)"],
       cwd=REPO, capture_output=True, text=True, check=True).stdout
   assert json.loads(out) == [["airfoil", "concrete"], [3, 4], ["jax"], ["ols"]]
+
+
+def test_paper_family_rows_and_cached_components(tmp_path, monkeypatch):
+  c = clear_benchmark_config("paper_smoke")
+  c.families = ("qrf",)
+  fits = []
+  section, fit, split = clear_benchmark.FITTERS["qrf"]
+  counted = lambda *a: fits.append(1) or fit(*a)
+  monkeypatch.setitem(clear_benchmark.FITTERS, "qrf", (section, counted, split))
+  final = clear_benchmark.train_and_evaluate(c, str(tmp_path))
+  rows = [json.loads(l) for l in (tmp_path / "results.jsonl").read_text().splitlines()]
+  assert {r["method"] for r in rows} == set(clear_benchmark.METHODS) and len(fits) == 1
+  for r in rows:
+    assert (r["dataset"], r["seed"], r["family"]) == ("energy_efficiency", 0, "qrf")
+    assert r["coverage"] >= 0.9 and r["niw"] > 0 and r["niw_equal_coverage"] > 0
+  assert np.isfinite(final["qrf/niw_reduction_vs_aleatoric_r"])
+  comparison = json.loads((tmp_path / "paper_comparison.json").read_text())
+  assert {r["method"] for r in comparison} == set(clear_benchmark.METHODS)
+  assert all(r["paper_seeds"] == 10 for r in comparison)
+  # the results gone, the fitted components kept: recalibration without a refit
+  (tmp_path / "results.jsonl").unlink()
+  again = clear_benchmark.train_and_evaluate(c, str(tmp_path))
+  assert len(fits) == 1 and again == final
+
+
+def clear_benchmark_config(arg):
+  return config_module("clear_benchmark").get_config(arg)
+
+
+def test_paper_protocol_bad_input(monkeypatch):
+  with pytest.raises(ConfigError, match="does not ship: \\['allstate'\\]"):
+    clear_benchmark.train_and_evaluate(_config(datasets=("allstate",)), "/tmp/unused")
+  with pytest.raises(ValueError, match="unknown argument 'papers'"):
+    clear_benchmark_config("papers")
+  real = clear_benchmark.paper_models.importlib.import_module
+  monkeypatch.setattr(clear_benchmark.paper_models.importlib, "import_module",
+                      lambda name, *a: (_ for _ in ()).throw(ImportError(name))
+                      if name == "quantile_forest" else real(name, *a))
+  with pytest.raises(ImportError, match="quantile-forest: pip install 'iclr_jax\\[clear_paper\\]'"):
+    clear_benchmark.train_and_evaluate(_config(families=("qrf",)), "/tmp/unused")

@@ -2,23 +2,31 @@
 60/20/20, fit the epistemic and aleatoric estimators on the training part, calibrate CLEAR,
 CQR, PCS and ALEATORIC-R on the calibration part and score them on the test part.
 
-Families: 'tabular' (PCS-UQ ensemble + quantile gradient boosting, scikit-learn) and 'jax'
-(deep ensemble + simultaneous quantile regression). Methods, all at coverage 1 − α:
+Families: 'tabular' (PCS-UQ ensemble + quantile gradient boosting, scikit-learn; our faster
+protocol), 'jax' (deep ensemble + simultaneous quantile regression), and the authors' own
+protocol 'qrf' / 'qxgb' / 'qpcs' (`paper_protocol`: their split rule, candidates, aleatoric
+models and bootstrap counts). Methods, all at coverage 1 − α:
 - clear: `calibrate_clear` on the PCS band and the residual aleatoric quantiles (the paper's
   main variant: quantiles of y − f̂ with features [X, f̂]);
 - cqr: quantiles fitted on y, centred on f̂ as in the reference code, conformalized (CQR);
 - aleatoric_r: the residual quantiles alone, conformalized the same way;
 - pcs: the epistemic band alone, multiplicatively calibrated (PCS-UQ).
 
+Every row also holds `niw_equal_coverage`: the NIW after each interval is scaled about f̂
+until test coverage is exactly 1 − α (`uq.metrics.equal_coverage_width`), so a method that
+over-covers is not flattered by raw NIW.
+
 Outputs in the workdir: results.jsonl (one line per dataset × seed × family × method; a killed
-run resumes after the last finished dataset × seed × family), table.csv and table.json (means
-over seeds), summary.json (mean NIW reduction of CLEAR vs each baseline, mean coverage) and
-niw.png.
+run resumes after the last finished dataset × seed × family), components/ (each unit's fitted
+bands, reused by a rerun that recalibrates), table.csv and table.json (means over seeds),
+summary.json (mean NIW reduction of CLEAR vs each baseline over the paper's datasets, diamond
+apart; mean coverage), paper_comparison.md / .json for the paper families, and niw.png.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import time
 from typing import NamedTuple
@@ -27,17 +35,20 @@ import jax
 import numpy as np
 from absl import logging
 
-from iclr_jax.datasets.regression import load_regression, split_indices
+from iclr_jax.datasets.regression import REGRESSION_DATASETS, load_regression, split_indices
 from iclr_jax.errors import ConfigError
+from iclr_jax.recipes.uq import paper_protocol
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import Study, figure, mean_std
-from iclr_jax.uq import baselines, estimators, tabular
+from iclr_jax.uq import baselines, estimators, paper_models, tabular
 from iclr_jax.uq.clear import Band, ClearInputs, calibrate_clear, clear_interval
-from iclr_jax.uq.metrics import coverage_by_bin, interval_metrics
+from iclr_jax.uq.metrics import coverage_by_bin, equal_coverage_width, interval_metrics
 
 METHODS = ("clear", "cqr", "aleatoric_r", "pcs")
-FAMILIES = ("tabular", "jax")
-METRICS = ("coverage", "niw", "mpiw", "interval_score", "pinball", "crps", "worst_bin_coverage")
+FAMILIES = ("tabular", "jax") + paper_protocol.PAPER_FAMILIES
+METRICS = ("coverage", "niw", "niw_equal_coverage", "mpiw", "interval_score", "pinball",
+           "crps", "worst_bin_coverage")
+NOT_IN_PAPER = ("diamond",)  # reported apart, never in the paper-comparison means
 
 
 class Components(NamedTuple):
@@ -125,18 +136,72 @@ def intervals(comps, y_cal, alpha):
   return out
 
 
-def _run_unit(config, data, name, seed, family):
-  tr, cal, te = split_indices(len(data.y), seed=seed, fractions=tuple(config.fractions))
+def _paper_components(family):
+  def fit(c, alpha, x_tr, y_tr, x_cal, y_cal, x_te, seed):
+    parts, info = paper_protocol.fit_components(family, c, alpha, x_tr, y_tr, x_cal, y_cal,
+                                                {"cal": x_cal, "test": x_te}, seed)
+    return {part: Components(Band(*band), _quantile_band(plain), _quantile_band(resid))
+            for part, (band, plain, resid) in parts.items()}, info
+  return fit
+
+
+# family -> (its config section, how it fits the components, how it splits the rows)
+FITTERS = {"tabular": ("tabular", _tabular_components, "fractions"),
+           "jax": ("jax", _jax_components, "fractions"),
+           **{f: ("paper", _paper_components(f), "paper") for f in paper_protocol.PAPER_FAMILIES}}
+
+
+def _split(config, family, n, seed):
+  if FITTERS[family][2] == "paper":
+    return paper_models.paper_split(n, seed)
+  return split_indices(n, seed=seed, fractions=tuple(config.fractions))
+
+
+def _save_components(path, comps, info):
+  arrays = {f"{part}/{field}/{k}": np.asarray(v) for part, c in comps.items()
+            for field, band in c._asdict().items() for k, v in band._asdict().items()}
+  np.savez(path + ".tmp.npz", **arrays, info=json.dumps(info))
+  os.replace(path + ".tmp.npz", path)
+
+
+def _load_components(path):
+  with np.load(path) as f:
+    comps = {part: Components(*(Band(*(f[f"{part}/{field}/{k}"] for k in Band._fields))
+                                for field in Components._fields)) for part in ("cal", "test")}
+    return comps, json.loads(str(f["info"]))
+
+
+def fit_or_load(config, family, data, seed, tr, cal, te, path):
+  """The unit's components: loaded from `path` when a run fitted them before (so a rerun or
+  a new calibration method does not refit), else fitted and saved; and the fit's seconds
+  (0 when loaded)."""
+  if os.path.exists(path):
+    return (*_load_components(path), 0.0)
+  section, fit, _ = FITTERS[family]
   x, y = data.X, data.y
-  fit = _tabular_components if family == "tabular" else _jax_components
   t0 = time.time()
-  comps, info = fit(config[family], config.alpha, x[tr], y[tr], x[cal], y[cal], x[te], seed)
-  fit_s = time.time() - t0
+  comps, info = fit(config[section], config.alpha, x[tr], y[tr], x[cal], y[cal], x[te], seed)
+  seconds = time.time() - t0
+  _save_components(path, comps, info)
+  return comps, info, seconds
+
+
+def _run_unit(config, data, name, seed, family, workdir):
+  tr, cal, te = _split(config, family, len(data.y), seed)
+  folder = os.path.join(workdir, "components")
+  os.makedirs(folder, exist_ok=True)
+  comps, info, fit_s = fit_or_load(config, family, data, seed, tr, cal, te,
+                                   os.path.join(folder, f"{name}_{seed}_{family}.npz"))
+  y_te, f_te = data.y[te], comps["test"].band.median
   rows = []
-  feature = x[te][:, config.conditional_feature]
-  for method, ((lo, hi), params) in intervals(comps, y[cal], config.alpha).items():
-    m = interval_metrics(y[te], lo, hi, alpha=config.alpha)
-    bins = coverage_by_bin(y[te], lo, hi, feature, num_bins=config.num_bins)
+  feature = data.X[te][:, config.conditional_feature]
+  for method, ((lo, hi), params) in intervals(comps, data.y[cal], config.alpha).items():
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    m = interval_metrics(y_te, lo, hi, alpha=config.alpha)
+    # scaled about f̂, clipped into the interval where a negative correction moved it out
+    m["niw_equal_coverage"] = equal_coverage_width(y_te, lo, hi, np.clip(f_te, lo, hi),
+                                                   alpha=config.alpha)["niw"]
+    bins = coverage_by_bin(y_te, lo, hi, feature, num_bins=config.num_bins)
     m["worst_bin_coverage"] = float(np.nanmin(bins["coverage"]))
     rows.append(dict(dataset=name, seed=seed, family=family, method=method, fit_seconds=fit_s,
                      bin_coverage=[float(v) for v in bins["coverage"]], **m, **params,
@@ -154,6 +219,13 @@ def _check_config(config):
     raise ConfigError(f"config.families must be a subset of {FAMILIES}, got {list(bad)}")
   if not 0.0 < config.alpha < 1.0:
     raise ConfigError(f"config.alpha must be in (0, 1), got {config.alpha}")
+  unknown = [d for d in config.datasets if d not in REGRESSION_DATASETS]
+  if unknown:
+    raise ConfigError(f"config.datasets names datasets the library does not ship: {unknown}; "
+                      f"it ships {list(REGRESSION_DATASETS)}")
+  if any(FITTERS[f][0] == "paper" for f in config.families):
+    for module in ("sklearn", "xgboost", "quantile_forest"):
+      paper_models.require(module)  # before any fitting: an ImportError naming the extra
 
 
 def _seeds(config) -> tuple[int, ...]:
@@ -175,17 +247,20 @@ def train_and_evaluate(config, workdir: str):
   os.makedirs(workdir, exist_ok=True)
   study = Study(workdir, key=("dataset", "seed", "family"))
   start = time.time()
-  for name in config.datasets:
-    todo = [(s, f) for s in _seeds(config) for f in config.families
-            if not study.done(dataset=name, seed=s, family=f)]
-    data = load_regression(name) if todo else None
-    for seed, family in todo:
-      t0 = time.time()
-      new = _run_unit(config, data, name, int(seed), family)
-      study.record(new)  # one unit at a time: resumable
-      logging.info("%s seed %d %s: %.1f s; %s", name, seed, family, time.time() - t0,
-                   ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"
-                             for r in new))
+  todo = [(n, s, f) for n in config.datasets for s in _seeds(config) for f in config.families
+          if not study.done(dataset=n, seed=s, family=f)]
+  data = {}
+  for i, (name, seed, family) in enumerate(todo):
+    if name not in data:
+      data = {name: load_regression(name)}  # one dataset in memory at a time
+    t0 = time.time()
+    new = _run_unit(config, data[name], name, int(seed), family, workdir)
+    study.record(new)  # one unit at a time: resumable
+    elapsed = time.time() - start
+    logging.info("[%d/%d, ETA %.0f min] %s seed %d %s: %.1f s; %s", i + 1, len(todo),
+                 elapsed / (i + 1) * (len(todo) - i - 1) / 60, name, seed, family,
+                 time.time() - t0, ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw "
+                                             f"{r['niw']:.3f}" for r in new))
   rows = study.rows
   table = aggregate(rows)
   summary = summarize(table, config)
@@ -194,32 +269,55 @@ def train_and_evaluate(config, workdir: str):
   summary["fit_seconds_all_units"] = float(sum(units.values()))
   write_table(workdir, table)
   write_json(workdir, "summary.json", summary)
+  comparison = paper_protocol.paper_comparison(table)
+  if comparison:
+    write_json(workdir, "paper_comparison.json", comparison)
+    with open(os.path.join(workdir, "paper_comparison.md"), "w", encoding="utf-8") as f:
+      f.write(paper_protocol.comparison_markdown(comparison) + "\n")
   plot_niw(table, os.path.join(workdir, "niw.png"))
   return summary["final"]
 
 
 def aggregate(rows):
-  """Means over seeds per (family, dataset, method): the metrics plus 'seeds'."""
+  """Means over seeds per (family, dataset, method): the metrics plus 'seeds' (a metric that
+  rows of an older run lack is NaN)."""
+  rows = [{**dict.fromkeys(METRICS, float("nan")), **r} for r in rows]
   return mean_std(rows, by=("family", "dataset", "method"), metrics=METRICS, std=False,
                   sort=True)
 
 
+def _reductions(table, family, names, metric):
+  """CLEAR's mean reduction of `metric` vs each baseline over datasets `names`."""
+  value = {(r["dataset"], r["method"]): r[metric] for r in table if r["family"] == family}
+  out = {}
+  for base in METHODS[1:]:
+    red = [1 - value[(d, "clear")] / value[(d, base)] for d in names
+           if (d, base) in value and (d, "clear") in value and value[(d, base)] > 0]
+    out[base] = float(np.mean(red)) if red else float("nan")
+  return out
+
+
 def summarize(table, config):
   """Per family: mean coverage per method and CLEAR's mean NIW reduction vs each baseline
-  (1 − NIW_CLEAR / NIW_baseline per dataset, averaged over datasets)."""
+  (1 − NIW_CLEAR / NIW_baseline per dataset, averaged over the paper's datasets), raw and at
+  equal coverage; datasets the paper does not use (diamond) apart."""
   out = {"alpha": config.alpha, "families": {}}
   final = {}
   for family in sorted({r["family"] for r in table}):
-    niw = {(r["dataset"], r["method"]): r["niw"] for r in table if r["family"] == family}
-    names = sorted({d for d, _ in niw})
-    fam = {"datasets": len(names), "coverage": {}, "niw_reduction_vs": {}}
+    names = sorted({r["dataset"] for r in table if r["family"] == family})
+    paper = [d for d in names if d not in NOT_IN_PAPER]
+    fam = {"datasets": len(paper), "coverage": {},
+           "niw_reduction_vs": _reductions(table, family, paper, "niw"),
+           "equal_coverage_niw_reduction_vs": _reductions(table, family, paper,
+                                                          "niw_equal_coverage")}
+    for d in sorted(set(names) & set(NOT_IN_PAPER)):
+      fam[f"{d}_niw_reduction_vs"] = _reductions(table, family, [d], "niw")
     for method in METHODS:
-      covs = [r["coverage"] for r in table if r["family"] == family and r["method"] == method]
-      fam["coverage"][method] = float(np.mean(covs))
-    for base in METHODS[1:]:
-      red = [1 - niw[(d, "clear")] / niw[(d, base)] for d in names if niw[(d, base)] > 0]
-      fam["niw_reduction_vs"][base] = float(np.mean(red))
-      final[f"{family}/niw_reduction_vs_{base}"] = fam["niw_reduction_vs"][base]
+      covs = [r["coverage"] for r in table if r["family"] == family and r["method"] == method
+              and r["dataset"] in paper]
+      fam["coverage"][method] = float(np.mean(covs)) if covs else float("nan")
+    for base, value in fam["niw_reduction_vs"].items():
+      final[f"{family}/niw_reduction_vs_{base}"] = value
     out["families"][family] = fam
     final[f"{family}/clear_coverage"] = fam["coverage"]["clear"]
   out["final"] = final
