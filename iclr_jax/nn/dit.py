@@ -28,7 +28,7 @@ def timestep_embedding(t: jax.Array, dim: int, *, max_period: float = 10000.0) -
   return jnp.pad(emb, ((0, 0), (0, dim - 2 * half)))
 
 
-def _modulate(x, shift, scale):
+def modulate(x, shift, scale):
   return x * (1 + scale[:, None, :]) + shift[:, None, :]
 
 
@@ -45,10 +45,11 @@ class DiTBlock(nnx.Module):
     self.ada = nnx.Linear(cond_dim, 6 * d_model, kernel_init=nnx.initializers.zeros,
                           rngs=rngs)
 
-  def __call__(self, x, c, positions):
+  def __call__(self, x, c, positions, lengths=None):
+    """`lengths` int [b]: keys from position lengths[i] on are padding (see SelfAttention)."""
     sh1, sc1, g1, sh2, sc2, g2 = jnp.split(self.ada(c), 6, axis=-1)
-    x = x + g1[:, None, :] * self.attn(_modulate(self.norm1(x), sh1, sc1), positions)
-    return x + g2[:, None, :] * self.mlp(_modulate(self.norm2(x), sh2, sc2))
+    x = x + g1[:, None, :] * self.attn(modulate(self.norm1(x), sh1, sc1), positions, lengths)
+    return x + g2[:, None, :] * self.mlp(modulate(self.norm2(x), sh2, sc2))
 
 
 class DiT(nnx.Module):
@@ -109,4 +110,4 @@ class DiT(nnx.Module):
     for block in self.blocks:
       x = block(x, c, positions)
     shift, scale = jnp.split(self.final_ada(c), 2, axis=-1)
-    return _modulate(self.final_norm(x), shift, scale)
+    return modulate(self.final_norm(x), shift, scale)

@@ -23,10 +23,11 @@ def masked_mean(h: jax.Array, lengths: jax.Array) -> jax.Array:
 
 class SequenceEncoder(nnx.Module):
   """Args: in_dim (dense inputs) or vocab_sizes (one embedding table per id channel, summed);
-  d_model, num_layers, num_heads, mlp_ratio, out_dim; patch: frames averaged into one
-  position before the blocks (lengths round up)."""
+  d_model, num_layers, num_heads, mlp_ratio, out_dim (None: no pooled head, `states` only);
+  patch: consecutive frames concatenated into one position before the blocks (lengths round
+  up)."""
 
-  def __init__(self, *, d_model: int, num_layers: int, num_heads: int, out_dim: int,
+  def __init__(self, *, d_model: int, num_layers: int, num_heads: int, out_dim: int | None,
                rngs: nnx.Rngs, in_dim: int | None = None,
                vocab_sizes: tuple[int, ...] | None = None, mlp_ratio: float = 4.0,
                patch: int = 1):
@@ -41,7 +42,7 @@ class SequenceEncoder(nnx.Module):
         Block(d_model, num_heads, int(mlp_ratio * d_model), norm="layer",
               attention="softmax", causal=False, rngs=rngs) for _ in range(num_layers)])
     self.norm = make_norm("layer", d_model, rngs)
-    self.head = nnx.Linear(d_model, out_dim, rngs=rngs)
+    self.head = None if out_dim is None else nnx.Linear(d_model, out_dim, rngs=rngs)
 
   def _inputs(self, x: jax.Array, lengths: jax.Array):
     if self.embeds is not None:
