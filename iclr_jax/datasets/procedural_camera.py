@@ -112,9 +112,10 @@ def _eyes_and_aims(joints: np.ndarray, move: str, rng: np.random.Generator):
 
 
 def generate_camera(joints, rng: np.random.Generator, *, move: str | None = None,
-                    handheld: bool | None = None) -> ProceduralCamera:
-  """A camera filming joints [t, 22, 3] (y up, metres, t >= 2): `move` and `handheld`
-  drawn when not given."""
+                    handheld: bool | None = None, fov: float | None = None
+                    ) -> ProceduralCamera:
+  """A camera filming joints [t, 22, 3] (y up, metres, t >= 2): `move`, `handheld` and the
+  field of view `fov` (radians) drawn when not given."""
   joints = np.asarray(joints, np.float64)
   if joints.ndim != 3 or joints.shape[1:] != (skeleton.NUM_JOINTS, 3) or len(joints) < 2:
     raise ValueError(f"joints must be [t >= 2, {skeleton.NUM_JOINTS}, 3], got {joints.shape}")
@@ -130,10 +131,13 @@ def generate_camera(joints, rng: np.random.Generator, *, move: str | None = None
   cams = np.asarray(look_at(eye, aim), np.float32)
   phrase = PHRASES[move][rng.integers(len(PHRASES[move]))]
   caption = f"{'a handheld camera' if handheld else 'the camera'} {phrase}"
-  return ProceduralCamera(cams, float(np.deg2rad(rng.uniform(45, 70))), move, handheld,
-                          caption)
+  if fov is None:
+    fov = np.deg2rad(rng.uniform(45, 70))
+  elif not 0 < fov < np.pi:
+    raise ValueError(f"fov must be in (0, π) radians, got {fov}")
+  return ProceduralCamera(cams, float(fov), move, handheld, caption)
 
 
-def joint_caption(camera: ProceduralCamera, motion_caption: str) -> str:
-  """One caption for both: "<camera phrase> while <motion caption>"."""
-  return f"{camera.caption} while {motion_caption}"
+def joint_caption(camera_caption: str, motion_caption: str) -> str:
+  """One caption for both: "<camera caption> while <motion caption>"."""
+  return f"{camera_caption} while {motion_caption}"

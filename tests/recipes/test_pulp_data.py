@@ -1,0 +1,53 @@
+"""PulpMotion's pairs: the stored framing is the projection of the recovered joints through
+the camera rebuilt from its normalised features, captions combine the two phrases, and the
+camera statistics come from the training split."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from iclr_jax.datasets import humanml3d
+from iclr_jax.motion import cameras_from_features, recover_from_ric
+from iclr_jax.motion.framing import framing_features
+from iclr_jax.recipes.motion import data as data_lib
+from iclr_jax.recipes.motion import pulp_data
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+  root = data_lib.prepare_procedural(str(tmp_path_factory.mktemp("pulp")), count=12, seed=0,
+                                     max_frames=100, fractions=(0.6, 0.1, 0.3))
+  train, test = humanml3d.load_split(root, "train"), humanml3d.load_split(root, "test")
+  mean, std = humanml3d.load_statistics(root)
+  encode = functools.partial(data_lib.encode_split, vocab=data_lib.build_vocab(train),
+                             mean=mean, std=std, max_frames=64, max_tokens=40)
+  return (*pulp_data.pair_splits(encode(train), encode(test), mean, std, seed=3, fov=1.1,
+                                 max_tokens=40), mean, std)
+
+
+def test_framing_is_the_projection_of_the_stored_pair(pairs):
+  train, test, stats, mean, std = pairs
+  for split in (train, test):
+    for i in range(len(split.human.lengths)):
+      n = int(split.human.lengths[i])
+      joints = recover_from_ric(split.human.motions[i, :n] * std + mean)
+      cams = cameras_from_features(split.camera.motions[i, :n] * stats["camera_std"]
+                                   + stats["camera_mean"])
+      np.testing.assert_allclose(framing_features(joints, cams, fov=1.1),
+                                 split.framing[i, :n], atol=2e-3)
+      assert not np.any(split.framing[i, n:]) and not np.any(split.camera.motions[i, n:])
+  np.testing.assert_array_equal(train.joint.motions[..., :263], train.human.motions)
+
+
+def test_captions_and_statistics(pairs):
+  train, test, stats, _, _ = pairs
+  for split in (train, test):
+    for k, m in enumerate(split.joint.motion_of):
+      assert split.joint.captions[k] == (f"{split.camera.captions[k]} while "
+                                         f"{split.human.captions[k]}")
+  valid = np.arange(64)[None, :] < train.human.lengths[:, None]
+  moving = stats["camera_std"] > 1e-2  # a look-at camera never rolls: one channel is constant
+  np.testing.assert_allclose(train.camera.motions[valid].mean(0), 0.0, atol=1e-3)
+  np.testing.assert_allclose(train.camera.motions[valid].std(0)[moving], 1.0, atol=1e-3)
+  assert len(train.moves) == len(train.human.lengths)
