@@ -28,6 +28,7 @@ REGISTRY: dict[str, str] = {
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",
     "probhard_e2e": "iclr_jax.recipes.constraints.probhard_e2e:train_and_evaluate",
     "text_to_motion": "iclr_jax.recipes.motion.text_to_motion:train_and_evaluate",
+    "pulp_motion": "iclr_jax.recipes.motion.pulp_motion:train_and_evaluate",
     "tokmem": "iclr_jax.recipes.memory.tokmem:train_and_evaluate",
 }
 

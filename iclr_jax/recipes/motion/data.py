@@ -5,6 +5,7 @@ Mean / Std and cut to a multiple of the temporal unit, captions as (word, POS) i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -144,3 +145,19 @@ def llm_text_states(split: EncodedSplit, path: str, embed) -> EncodedSplit:
     np.savez(path, texts=np.array(texts), states=np.stack([cache[t] for t in texts]))
   states = np.stack([cache[t] for t in split.captions])[:, None, :]
   return split._replace(tokens=states, token_lengths=np.ones(len(states), np.int32))
+
+
+def prepare_splits(config, workdir: str):
+  """The train and test `EncodedSplit`s of config.data (the procedural data written once
+  under `<workdir>/data`, or the HumanML3D folder config.data.root), the vocabulary sizes
+  (words, tags) and the feature statistics (mean, std)."""
+  root = config.data.root or prepare_procedural(
+      os.path.join(workdir, "data"), count=config.data.count, seed=config.data.seed,
+      max_frames=config.data.generate_frames, fractions=tuple(config.data.fractions))
+  train, test = humanml3d.load_split(root, "train"), humanml3d.load_split(root, "test")
+  vocab = build_vocab(train)
+  mean, std = humanml3d.load_statistics(root)
+  encode = functools.partial(encode_split, vocab=vocab, mean=mean, std=std,
+                             max_frames=config.data.max_frames,
+                             max_tokens=config.data.max_tokens)
+  return encode(train), encode(test), (len(vocab.words), len(vocab.tags)), (mean, std)

@@ -36,10 +36,11 @@ def evaluator_functions(cfg, vocab_sizes: tuple[int, int], feature_dim: int) -> 
 
 
 def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], workdir: str,
-                    mesh) -> Evaluator:
+                    mesh, *, name: str = "evaluator") -> Evaluator:
   """Trains (or resumes, or reloads when finished) the encoder pair of config section `cfg`
   (d_model, num_layers, num_heads, embed_dim, patch, temperature, steps, batch_size, optim,
-  seed) on the training split."""
+  seed) on the training split (its `motions` may be any per-frame features), under
+  `<workdir>/<name>`."""
   fns = evaluator_functions(cfg, vocab_sizes, train.motions.shape[-1])
   optimizer = make_optimizer(cfg.optim, total_steps=cfg.steps)
   key = jax.random.key(cfg.seed)
@@ -57,7 +58,7 @@ def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], work
   step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
   batches = caption_batches(train, cfg.batch_size, cfg.seed)
   state, _ = train_loop(
-      workdir=os.path.join(workdir, "evaluator"), init_state=factory.init,
+      workdir=os.path.join(workdir, name), init_state=factory.init,
       restore_target=factory.abstract, train_step=step,
       batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
       total_steps=cfg.steps, log_every=max(cfg.steps // 10, 1),

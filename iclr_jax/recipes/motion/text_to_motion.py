@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from iclr_jax.datasets import humanml3d
 from iclr_jax.diffusion import gaussian
 from iclr_jax.errors import ConfigError
 from iclr_jax.motion import generation, metrics
@@ -36,19 +35,6 @@ from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import prepare_workdir, train_loop
 from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
 from iclr_jax.train.study import Study
-
-
-def _prepare(config, workdir):
-  root = config.data.root or data_lib.prepare_procedural(
-      os.path.join(workdir, "data"), count=config.data.count, seed=config.data.seed,
-      max_frames=config.data.generate_frames, fractions=tuple(config.data.fractions))
-  train, test = humanml3d.load_split(root, "train"), humanml3d.load_split(root, "test")
-  vocab = data_lib.build_vocab(train)
-  mean, std = humanml3d.load_statistics(root)
-  encode = functools.partial(data_lib.encode_split, vocab=vocab, mean=mean, std=std,
-                             max_frames=config.data.max_frames,
-                             max_tokens=config.data.max_tokens)
-  return encode(train), encode(test), (len(vocab.words), len(vocab.tags)), (mean, std)
 
 
 TEXT_ENCODERS = ("trained", "llm")
@@ -174,7 +160,7 @@ def train_and_evaluate(config, workdir: str):
     raise ConfigError(f"config.models has unknown variants {unknown}; known: "
                       f"{sorted(VARIANTS)}")
   mesh = mesh_lib.make_mesh(config.get("mesh"))
-  train, test, sizes, stats = _prepare(config, workdir)
+  train, test, sizes, stats = data_lib.prepare_splits(config, workdir)
   evaluator = train_evaluator(config.evaluator, train, sizes, workdir, mesh)
   real_emb = embed_in_batches(evaluator.embed_motion, (test.motions, test.lengths),
                               config.sampling.batch_size)

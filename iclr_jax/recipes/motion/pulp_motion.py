@@ -1,0 +1,268 @@
+"""PulpMotion study (synthetic): joint generation of a human motion and a camera trajectory
+from text, with and without the framing modality and Auxiliary Sampling.
+
+Steps, each resumed from the workdir:
+1. the text-to-motion data (`data.prepare_splits`), every motion filmed by a procedural
+   camera (`pulp_data.pair_splits`);
+2. the evaluators: the text-to-motion one (motion captions → human features) and a camera
+   one (camera phrases → camera features), trained contrastively;
+3. the joint autoencoder (`pulp_autoencoder`) and its standardised latents x = [z, z_F];
+4. the generators (`LatentDiT` + a trained text encoder over the joint captions, x̂_0 loss,
+   condition dropout): 'pulp' over [z, z_F], 'no_framing' over z alone, 'separate' one over
+   z_H and one over z_C;
+5. per repeat, one joint caption per test pair, generated at the test lengths (DDIM with
+   classifier-free guidance; 'pulp' also with Auxiliary Sampling at each weight of
+   config.aux_weights, rows 'pulp@g<weight>'), decoded, and scored: human and camera
+   R-precision / FID / matching under their evaluators, out-of-frame rate, and framing error
+   (mean screen distance of each joint, clipped to ±2, from where the real pair frames it).
+   The real pairs are scored as the 'real' row. Rows go to results.jsonl (model × repeat);
+   the report writes table.md and summary.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from flax import nnx
+
+from iclr_jax.diffusion import gaussian
+from iclr_jax.errors import ConfigError
+from iclr_jax.motion import (cameras_from_features, out_of_frame_rate, project_to_screen,
+                             recover_from_ric)
+from iclr_jax.motion import framing as framing_lib
+from iclr_jax.motion import generation
+from iclr_jax.motion.evaluation import text_motion_metrics
+from iclr_jax.nn.functional import model_functions
+from iclr_jax.nn.motion_transformer import TextToMotion
+from iclr_jax.nn.pulp_motion import LatentDiT
+from iclr_jax.recipes.motion import data as data_lib
+from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data
+from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train.loop import prepare_workdir, train_loop, write_json
+from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.study import Study, markdown_table, mean_std, pm
+
+# variant -> the latent parts its generators model, one generator per part
+VARIANTS = {"pulp": ("all",), "no_framing": ("z",), "separate": ("human", "camera")}
+METRICS = ("r1", "r3", "fid", "matching", "cam_r1", "cam_r3", "cam_fid", "out_of_frame",
+           "framing_error")
+
+
+def _channels(part: str, cfg) -> slice:
+  d = cfg.human_latent + cfg.camera_latent
+  return {"all": slice(0, d + cfg.framing_latent), "z": slice(0, d),
+          "human": slice(0, cfg.human_latent), "camera": slice(cfg.human_latent, d)}[part]
+
+
+def _generator_functions(config, width: int, vocab_sizes):
+  g, t = config.generator, config.text
+  return model_functions(lambda key: (lambda rngs: TextToMotion(
+      LatentDiT(latent_dim=width, cond_dim=t.dim, d_model=g.d_model, num_layers=g.num_layers,
+                num_heads=g.num_heads, mlp_ratio=g.mlp_ratio, rngs=rngs),
+      rngs=rngs, text_vocab=vocab_sizes, cond_dim=t.dim, text_layers=t.num_layers,
+      text_heads=t.num_heads))(nnx.Rngs(params=key)))
+
+
+def train_generator(config, part, joint, latents, vocab_sizes, workdir, mesh):
+  """Trains (or resumes, or reloads) the generator of latent `part`; (functions, params)."""
+  chans = _channels(part, config.autoencoder)
+  fns = _generator_functions(config, chans.stop - chans.start, vocab_sizes)
+  optimizer = make_optimizer(config.optim, total_steps=config.steps)
+  key = jax.random.key(config.seed)
+  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
+  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
+
+  def loss_fn(params, batch, key):
+    model = fns.module(params)
+    apply = lambda xt, t, keep: model(xt, t, batch["tokens"], batch["token_lengths"],
+                                      batch["lengths"], keep)
+    return generation.diffusion_loss(apply, schedule, batch["x"], batch["lengths"], key,
+                                     parameterization="x0",
+                                     drop_probability=config.diffusion.cond_drop)
+
+  def batches(step):
+    rows = np.random.default_rng([config.seed, step]).choice(
+        len(joint.captions), config.batch_size, replace=False)
+    pairs = joint.motion_of[rows]
+    return {"x": latents.x[pairs][..., chans], "lengths": latents.lengths[pairs],
+            "tokens": joint.tokens[rows], "token_lengths": joint.token_lengths[rows]}
+
+  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
+  state, _ = train_loop(
+      workdir=os.path.join(workdir, "models", part), init_state=factory.init,
+      restore_target=factory.abstract, train_step=step,
+      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
+      total_steps=config.steps, log_every=config.log_every,
+      checkpoint_every=config.checkpoint_every)
+  return fns, state.params
+
+
+def _sampler(config, fns, shape, w, weight):
+  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
+  s = config.sampling
+
+  @jax.jit
+  def sample(params, tokens, token_lengths, lengths, key):
+    model = fns.module(params)
+    apply = lambda x, t, keep: model(x, t, tokens, token_lengths, lengths, keep)
+    denoise = generation.guided(apply, s.guidance)
+    if w is not None:
+      denoise = framing_lib.auxiliary_sampling(denoise, w, weight=weight)
+    x = gaussian.sample_gaussian(denoise, schedule, (tokens.shape[0],) + shape, key,
+                                 sampler="ddim", steps=s.steps, parameterization="x0")
+    return x * generation.frame_mask(lengths, shape[0])
+  return sample
+
+
+def _batched(sample, params, arrays, key, batch: int) -> np.ndarray:
+  out, n = [], len(arrays[0])
+  for i, start in enumerate(range(0, n, batch)):
+    rows = np.arange(start, min(start + batch, n))
+    rows = np.concatenate([rows, np.repeat(rows[-1:], batch - len(rows))])
+    got = sample(params, *(a[rows] for a in arrays), jax.random.fold_in(key, i))
+    out.append(np.asarray(got)[:min(batch, n - start)])
+  return np.concatenate(out)
+
+
+def _labels(config) -> list[tuple[str, str, float | None]]:
+  """(row label, variant, Auxiliary Sampling weight or None) of every evaluated sampler."""
+  out = []
+  for variant in config.variants:
+    if variant == "pulp":
+      out += [(f"pulp@g{g:g}", variant, float(g)) for g in config.aux_weights]
+    else:
+      out.append((variant, variant, None))
+  return out
+
+
+class _Scorer:
+  """Decodes generated latents and scores them against one repeat's captions."""
+
+  def __init__(self, config, test, ae, evaluators, stats, real_emb):
+    self.config, self.test, self.stats, self.real_emb = config, test, stats, real_emb
+    self.evaluators = evaluators
+    fns, params = ae
+    self.decode = jax.jit(lambda z, n: fns.module(params).decode(z, n))
+    self.valid = (np.arange(test.human.motions.shape[1])[None, :]
+                  < test.human.lengths[:, None])
+
+  def _framing(self, human, camera):
+    mean, std = self.stats["human"]
+    joints = recover_from_ric(jnp.asarray(human * std + mean))
+    cam = camera * self.stats["camera_std"] + self.stats["camera_mean"]
+    cam = np.where(self.valid[..., None], cam, cam[:, :1])  # padding: any rigid camera
+    uv, front = project_to_screen(joints, cameras_from_features(cam), fov=self.config.fov)
+    valid = np.broadcast_to(self.valid[..., None], front.shape)
+    real_uv = self.test.framing.reshape(front.shape + (3,))[..., :2]
+    # on the framing modality's screen (clipped to ±2), so a joint near the camera plane
+    # cannot dominate the mean
+    limit = framing_lib.FRAMING_LIMIT
+    dist = jnp.linalg.norm(jnp.clip(uv, -limit, limit) - real_uv, axis=-1)
+    err = jnp.where(valid, dist, 0.0).sum() / valid.sum()
+    return float(out_of_frame_rate(uv, front, valid)), float(err)
+
+  def score(self, human, camera, idx, key) -> dict:
+    c, t = self.config, self.test
+    out = {}
+    for prefix, name, feats, split in (("", "human", human, t.human),
+                                       ("cam_", "camera", camera, t.camera)):
+      ev = self.evaluators[name]
+      text = embed_in_batches(ev.embed_text, (split.tokens[idx], split.token_lengths[idx]),
+                              c.sampling.batch_size)
+      gen = embed_in_batches(ev.embed_motion, (feats, t.human.lengths), c.sampling.batch_size)
+      m = text_motion_metrics(text, gen, self.real_emb[name], key, batch_size=c.eval.r_batch,
+                              diversity_times=c.eval.diversity_times)
+      out.update({prefix + k: v for k, v in m.items()})
+    out["out_of_frame"], out["framing_error"] = self._framing(human, camera)
+    return out
+
+  def decode_latents(self, xz, lat) -> tuple[np.ndarray, np.ndarray]:
+    z = jnp.asarray(xz * lat.z_scale[:xz.shape[-1]])
+    human, camera, _ = self.decode(z, jnp.asarray(self.test.human.lengths))
+    frames = self.test.human.motions.shape[1]
+    mask = self.valid[..., None]
+    return (np.asarray(human)[:, :frames] * mask, np.asarray(camera)[:, :frames] * mask)
+
+
+def _evaluate(config, study, scorer, generators, lat_test, test):
+  d = config.autoencoder.human_latent + config.autoencoder.camera_latent
+  steps = lat_test.x.shape[1]
+  samplers = {}
+  for label, variant, weight in _labels(config):
+    for part in VARIANTS[variant]:
+      chans = _channels(part, config.autoencoder)
+      width = chans.stop - chans.start
+      w = jnp.asarray(lat_test.w) if part == "all" and weight else None
+      samplers[(label, part)] = _sampler(config, generators[part][0], (steps, width), w, weight)
+  for repeat in range(config.eval.repeats):
+    rng = np.random.default_rng([config.seed, repeat])
+    key = jax.random.fold_in(jax.random.key(config.seed), repeat)
+    idx = data_lib.one_caption_per_motion(test.joint, rng)
+    arrays = (test.joint.tokens[idx], test.joint.token_lengths[idx], lat_test.lengths)
+    if not study.done(model="real", repeat=repeat):
+      row = scorer.score(test.human.motions, test.camera.motions, idx, key)
+      study.record([{"model": "real", "repeat": repeat, **row}])
+    for label, variant, _ in _labels(config):
+      if study.done(model=label, repeat=repeat):
+        continue
+      parts = {part: _batched(samplers[(label, part)], generators[part][1], arrays,
+                              jax.random.fold_in(key, k), config.sampling.batch_size)
+               for k, part in enumerate(VARIANTS[variant])}
+      xz = (parts["all"][..., :d] if variant == "pulp" else parts["z"]
+            if variant == "no_framing" else np.concatenate([parts["human"], parts["camera"]],
+                                                           axis=-1))
+      row = scorer.score(*scorer.decode_latents(xz, lat_test), idx, key)
+      logging.info("%s repeat %d: %s", label, repeat, row)
+      study.record([{"model": label, "repeat": repeat, **row}])
+
+
+def train_and_evaluate(config, workdir: str):
+  prepare_workdir(workdir, config)
+  unknown = [v for v in config.variants if v not in VARIANTS]
+  if unknown:
+    raise ConfigError(f"config.variants has unknown variants {unknown}; known: "
+                      f"{sorted(VARIANTS)}")
+  if not 0 < config.fov < np.pi:
+    raise ConfigError(f"config.fov must be in (0, π) radians, got {config.fov}")
+  mesh = mesh_lib.make_mesh(config.get("mesh"))
+  train_h, test_h, sizes, (mean, std) = data_lib.prepare_splits(config, workdir)
+  train, test, pstats = pulp_data.pair_splits(train_h, test_h, mean, std, seed=config.seed,
+                                              fov=config.fov,
+                                              max_tokens=config.data.max_tokens)
+  evaluators = {
+      "human": train_evaluator(config.evaluator, train.human, sizes, workdir, mesh),
+      "camera": train_evaluator(config.evaluator, train.camera,
+                                pstats["vocab_sizes"]["camera"], workdir, mesh,
+                                name="camera_evaluator")}
+  b = config.sampling.batch_size
+  real_emb = {name: embed_in_batches(evaluators[name].embed_motion,
+                                     (split.motions, test.human.lengths), b)
+              for name, split in (("human", test.human), ("camera", test.camera))}
+  ae = pulp_autoencoder.train_autoencoder(config.autoencoder, train, workdir, mesh)
+  lat_train = pulp_autoencoder.encode_latents(*ae, train, config.autoencoder.patch)
+  lat_test = pulp_autoencoder.encode_latents(
+      *ae, test, config.autoencoder.patch, scales=(lat_train.z_scale, lat_train.framing_scale))
+  parts = sorted({p for v in config.variants for p in VARIANTS[v]})
+  generators = {part: train_generator(config, part, train.joint, lat_train,
+                                      pstats["vocab_sizes"]["joint"], workdir, mesh)
+                for part in parts}
+  stats = {"human": (mean, std), **pstats}
+  study = Study(workdir, key=("model", "repeat"))
+  _evaluate(config, study, _Scorer(config, test, ae, evaluators, stats, real_emb), generators,
+            lat_test, test)
+  return _report(workdir, study.rows)
+
+
+def _report(workdir: str, rows) -> dict:
+  table = mean_std(rows, by=("model",), metrics=METRICS, count="repeats")
+  columns = [("model", "{model}", "---")] + [(m, pm(m)) for m in METRICS]
+  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(markdown_table(table, columns) + "\n")
+  summary = {f"{r['model']}/{m}": r[m] for r in table for m in METRICS}
+  write_json(workdir, "summary.json", summary)
+  return summary
