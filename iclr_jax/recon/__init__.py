@@ -1,0 +1,14 @@
+"""3-D reconstruction from image streams (STream3R): metrics, a ray caster that renders
+scenes with exact depth, pointmaps and poses.
+
+    from iclr_jax import recon
+    scale, R, t = recon.umeyama_sim3(src, dst)        # dst ≈ scale · R @ src + t
+    acc, comp = recon.accuracy_completeness(pred, gt)
+"""
+
+from iclr_jax.recon.metrics import (absolute_trajectory_error, accuracy_completeness,
+                                    depth_metrics, normal_consistency, pointmap_normals,
+                                    relative_pose_error, umeyama_sim3)
+
+__all__ = ["absolute_trajectory_error", "accuracy_completeness", "depth_metrics",
+           "normal_consistency", "pointmap_normals", "relative_pose_error", "umeyama_sim3"]
