@@ -9,6 +9,8 @@ scenes with exact depth, pointmaps and poses.
 from iclr_jax.recon.metrics import (absolute_trajectory_error, accuracy_completeness,
                                     depth_metrics, normal_consistency, pointmap_normals,
                                     relative_pose_error, umeyama_sim3)
+from iclr_jax.recon.raycast import Scene, pixel_rays, render
 
-__all__ = ["absolute_trajectory_error", "accuracy_completeness", "depth_metrics",
-           "normal_consistency", "pointmap_normals", "relative_pose_error", "umeyama_sim3"]
+__all__ = ["Scene", "absolute_trajectory_error", "accuracy_completeness", "depth_metrics",
+           "normal_consistency", "pixel_rays", "pointmap_normals", "relative_pose_error",
+           "render", "umeyama_sim3"]
