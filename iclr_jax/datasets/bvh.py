@@ -28,7 +28,7 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.motion import hierarchy, skeleton
+from iclr_jax.motion import features_from_joints, hierarchy, skeleton
 from iclr_jax.motion.quaternion import qbetween, qinv, qmul
 
 _AXES = ("X", "Y", "Z")
@@ -300,7 +300,6 @@ def humanml3d_joints(clip: Bvh, joint_map="auto", *, up: str = "y",
 
 def bvh_features(path: str | os.PathLike, joint_map="auto", *, up: str = "y") -> np.ndarray:
   """HumanML3D's 263-d features [t-1, 263] of the BVH file at `path` (at 20 fps)."""
-  from iclr_jax.motion import features_from_joints
   joints = humanml3d_joints(read_bvh(path), joint_map, up=up)
   if len(joints) < 2:
     raise ValueError(f"{path} has {len(joints)} frame(s) at 20 fps; features need 2")

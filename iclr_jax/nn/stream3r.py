@@ -263,7 +263,7 @@ class STream3R(nnx.Module):
         if attention == "window":  # frame 0 and the last window - 1 frames, then this one
           keys, values = _window(keys, tokens, window), _window(values, tokens, window)
       else:
-        empty = jnp.zeros((x.shape[0], 0) + gb_head_shape(gb, x), x.dtype)
+        empty = jnp.zeros((x.shape[0], 0) + _head_shape(gb, x), x.dtype)
         keys, values = empty, empty
       x, (k, v) = gb.with_cache(x, rope, keys, values)
       new.append((jnp.concatenate([keys, k], 1), jnp.concatenate([values, v], 1)))
@@ -291,7 +291,7 @@ def _window(a: jax.Array, tokens: int, window: int) -> jax.Array:
   return jnp.concatenate([a[:, :tokens], a[:, start:]], 1)
 
 
-def gb_head_shape(block: Block, x) -> tuple[int, int]:
+def _head_shape(block: Block, x) -> tuple[int, int]:
   heads = block.attn.num_heads
   return heads, x.shape[-1] // heads
 
