@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -38,16 +37,6 @@ _WINDOW = flags.DEFINE_integer("window", 16, "SnapKV window.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs (median reported).")
 _OUT = flags.DEFINE_string("out", "bench_results/kv.json", "JSON output.")
 cli.validate_list(_PROMPTS)
-
-
-def _median(fn, repeats):
-  jax.block_until_ready(fn())
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
-  return float(np.median(times))
 
 
 def _flops(spec, tokens, context, *, head):
@@ -88,11 +77,11 @@ def run(lm, length, n, m, window, repeats):
     _, c, q = model.cached_hidden_and_queries(model.embed_tokens(out), pos, cache)
     return [kv.attention_scores(a, pos, k, n_) for a, k in zip(q, c.keys)]
 
-  t = {"prefill": _median(lambda: prefill(params, tokens, lengths), repeats),
-       "snapkv": _median(lambda: snap(queries, cache.keys, lengths), repeats),
-       "lookahead": _median(lambda: look(merged, cache, lengths, trainable["lookahead"]),
-                            repeats),
-       "draft": _median(lambda: draft(params, logits, cache, lengths), repeats)}
+  timed = lambda fn: cli.median_seconds(fn, repeats)
+  t = {"prefill": timed(lambda: prefill(params, tokens, lengths)),
+       "snapkv": timed(lambda: snap(queries, cache.keys, lengths)),
+       "lookahead": timed(lambda: look(merged, cache, lengths, trainable["lookahead"])),
+       "draft": timed(lambda: draft(params, logits, cache, lengths))}
   flops = {"prefill": _flops(spec, length, length / 2, head=False),
            "snapkv": 2 * window * length * spec.num_heads * (spec.d_model // spec.num_heads)
            * spec.num_layers,

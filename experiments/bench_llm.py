@@ -48,16 +48,6 @@ def _prompt_ids(tokenizer, batch: int, length: int) -> list[list[int]]:
   return [ids[i * 997:i * 997 + length] for i in range(batch)]
 
 
-def _median(fn, repeats: int) -> float:
-  fn()  # compile / warm up
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return sorted(times)[len(times) // 2]
-
-
 def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
   """Times `nn.functional.decode`, the function `generate_ids` runs, with one cache capacity
   for the 1-token and the (new+1)-token run, so their difference is the decode loop alone
@@ -74,8 +64,8 @@ def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dic
       lm.functions, params, tokens, lengths, jax.random.key(0), max_new_tokens=n,
       capacity=capacity, temperature=0.0, cache_dtype=lm.dtype), static_argnums=1)
   gen = lambda n: jax.block_until_ready(run(lm.params, n))  # noqa: E731
-  t1 = _median(lambda: gen(1), repeats)
-  tn = _median(lambda: gen(new + 1), repeats)
+  t1 = cli.median_seconds(lambda: gen(1), repeats)
+  tn = cli.median_seconds(lambda: gen(new + 1), repeats)
   return {"impl": "iclr_jax", "dtype": dtype, "batch": batch, "prompt": prompt,
           "prefill_tok_s": batch * prompt / t1,
           # NaN when the difference drowns in timing noise (too few new tokens to measure).
@@ -100,7 +90,7 @@ def run_llama_cpp(prompt: int, new: int, repeats: int, threads: int) -> dict:
     for _ in range(new):
       llm.eval([ids[0]])
     return time.perf_counter() - t0
-  t1 = _median(prefill, repeats)
+  t1 = cli.median_seconds(prefill, repeats)
   decode()
   tn = sorted(decode() for _ in range(repeats))[repeats // 2]
   return {"impl": "llama.cpp", "dtype": "Q4_1", "batch": 1, "prompt": prompt,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import jax
 import numpy as np
@@ -34,16 +33,6 @@ _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs (median reported).")
 _OUT = flags.DEFINE_string("out", "bench_results/recon.json", "JSON output.")
 cli.validate_list(_LENGTHS)
 cli.validate_list(_MODES, kind="choices", choices=("causal", "window", "full", "recurrent"))
-
-
-def _median(fn, repeats):
-  jax.block_until_ready(fn())
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
-  return float(np.median(times))
 
 
 def _nbytes(tree) -> int:
@@ -73,7 +62,7 @@ def measure(mode: str, length: int, window: int, repeats: int) -> dict:
     step = jax.jit(lambda st, f, c: nnx.merge(graph, st).stream_step(
         f, c, first=False, attention=mode, window=window))
     args, memory = (state, frames[:, -1], carried), _nbytes(carried)
-  seconds = _median(lambda: step(*args), repeats)
+  seconds = cli.median_seconds(lambda: step(*args), repeats)
   return {"mode": mode, "length": length, "ms_per_frame": 1e3 * seconds,
           "memory_bytes": memory, "xla_temp_bytes": _temp_bytes(step, *args)}
 

@@ -1,5 +1,5 @@
 """Pieces the absl binaries in `experiments/` share: flag parsing with one-line errors,
-quiet library logs, default workdirs."""
+quiet library logs, default workdirs, the benchmarks' timer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+import time
 
 from absl import app, flags, logging
 
@@ -118,3 +119,16 @@ def default_workdir(config_arg: str) -> str:
   path, _, arg = config_arg.partition(":")
   name = os.path.splitext(os.path.basename(path))[0]
   return os.path.join("runs", f"{name}_{arg}" if arg else name)
+
+
+def median_seconds(fn, repeats: int) -> float:
+  """Median wall time of `repeats` calls of `fn` after one untimed (compiling / warm-up)
+  call; each call waits for the device (`jax.block_until_ready` on its result)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.block_until_ready(fn())
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return sorted(times)[len(times) // 2]
