@@ -121,14 +121,21 @@ def default_workdir(config_arg: str) -> str:
   return os.path.join("runs", f"{name}_{arg}" if arg else name)
 
 
+def _wait(result):
+  # only where JAX is already loaded: a benchmark's subprocess that times another library
+  # must not pay for importing it (its peak memory is measured)
+  if "jax" in sys.modules:
+    sys.modules["jax"].block_until_ready(result)
+  return result
+
+
 def median_seconds(fn, repeats: int) -> float:
   """Median wall time of `repeats` calls of `fn` after one untimed (compiling / warm-up)
   call; each call waits for the device (`jax.block_until_ready` on its result)."""
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.block_until_ready(fn())
+  _wait(fn())
   times = []
   for _ in range(repeats):
     t0 = time.perf_counter()
-    jax.block_until_ready(fn())
+    _wait(fn())
     times.append(time.perf_counter() - t0)
   return sorted(times)[len(times) // 2]
