@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "probhard_e2e": "iclr_jax.recipes.constraints.probhard_e2e:train_and_evaluate",
     "text_to_motion": "iclr_jax.recipes.motion.text_to_motion:train_and_evaluate",
     "pulp_motion": "iclr_jax.recipes.motion.pulp_motion:train_and_evaluate",
+    "stream3r": "iclr_jax.recipes.recon.stream3r:train_and_evaluate",
     "tokmem": "iclr_jax.recipes.memory.tokmem:train_and_evaluate",
 }
 

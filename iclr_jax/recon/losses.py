@@ -174,3 +174,16 @@ def stream3r_loss(pred: dict, gt: dict, image_hw: tuple[int, int]) -> tuple[jax.
            "depth_conf": depth["loss_conf"], "depth_grad": depth["loss_grad"],
            "camera": cam["loss_camera"]}
   return sum(parts.values()), parts
+
+
+def pose_encoding_centres(encoding: jax.Array) -> jax.Array:
+  """Camera centres [..., 3] (in frame 0's camera, at the encoding's scale) of pose encodings
+  [..., 9]: c = −Rᵀ t for the world-to-camera [R | t] they hold."""
+  t, q = encoding[..., :3], encoding[..., 3:7]
+  q = q / jnp.maximum(jnp.linalg.norm(q, axis=-1, keepdims=True), 1e-12)
+  x, y, z, w = (q[..., i] for i in range(4))
+  r = jnp.stack([jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+                 jnp.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+                 jnp.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1)],
+                -2)
+  return -jnp.einsum("...ji,...j->...i", r, t)

@@ -11,6 +11,7 @@ consecutive frames overlap, as video does.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -65,17 +66,20 @@ def camera_path(rng: np.random.Generator, frames: int, *, sweep: float | None = 
 def scene_at(spec: SceneSpec, frame) -> Scene:
   """The scene at `frame` (its spheres moved by frame · velocity)."""
   return dataclasses.replace(spec.scene, sphere_centres=spec.scene.sphere_centres
-                             + jnp.asarray(frame, jnp.float32) * spec.velocities)
+                             + jnp.asarray(frame, jnp.float32) * jnp.asarray(spec.velocities))
+
+
+@functools.partial(jax.jit, static_argnames=("height", "width"))
+def _render_all(scene, velocities, poses, k, *, height, width):
+  spec = SceneSpec(scene, velocities)
+  frames = jnp.arange(poses.shape[0])
+  return jax.vmap(lambda p, f: render(scene_at(spec, f), p, k, height=height,
+                                      width=width))(poses, frames)
 
 
 def render_sequence(spec: SceneSpec, poses, intrinsics, *, height: int, width: int) -> dict:
-  """Renders every frame (jit + vmap): rgb [s, H, W, 3], depth, points (world), valid."""
-  poses = jnp.asarray(poses, jnp.float32)
-  k = jnp.asarray(intrinsics, jnp.float32)
-
-  @jax.jit
-  def all_frames(poses):
-    frames = jnp.arange(poses.shape[0])
-    return jax.vmap(lambda p, f: render(scene_at(spec, f), p, k, height=height,
-                                        width=width))(poses, frames)
-  return {key: np.asarray(v) for key, v in all_frames(poses).items()}
+  """Renders every frame (one jitted `vmap`, compiled once per scene composition and
+  length): rgb [s, H, W, 3], depth, points (world), valid."""
+  out = _render_all(spec.scene, jnp.asarray(spec.velocities), jnp.asarray(poses, jnp.float32),
+                    jnp.asarray(intrinsics, jnp.float32), height=height, width=width)
+  return {key: np.asarray(v) for key, v in out.items()}

@@ -126,3 +126,14 @@ def test_total_loss_is_the_sum_with_the_depth_scales(rng):
   np.testing.assert_allclose(total, sum(parts.values()), rtol=1e-6)
   # a prediction equal to the ground truth up to scale leaves only the −α log c terms
   np.testing.assert_allclose(parts["points_conf"], -0.2 * np.log(1.5), rtol=1e-4)
+
+
+def test_pose_encoding_centres_invert_the_encoding(rng):
+  b, s = 1, 5
+  poses = np.tile(np.eye(4), (b, s, 1, 1))
+  poses[..., :3, :3] = Rotation.random(b * s, random_state=5).as_matrix().reshape(b, s, 3, 3)
+  poses[..., :3, 3] = rng.normal(size=(b, s, 3))
+  k = np.tile(np.array([[20.0, 0, 4], [0, 20.0, 4], [0, 0, 1]]), (b, s, 1, 1))
+  enc = L.pose_encoding(poses, k, (8, 8), np.array([2.0]))
+  rel = np.linalg.inv(poses[:, :1]) @ poses  # cameras in frame 0's camera
+  np.testing.assert_allclose(L.pose_encoding_centres(enc), rel[..., :3, 3] / 2.0, atol=1e-5)
