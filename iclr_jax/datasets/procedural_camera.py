@@ -111,6 +111,15 @@ def _eyes_and_aims(joints: np.ndarray, move: str, rng: np.random.Generator):
   return eye, eye + _yaw(np.broadcast_to(aim[0] - eye[0], (t, 3)), turn)
 
 
+def _look_at_bucketed(eye: np.ndarray, aim: np.ndarray, bucket: int = 64) -> np.ndarray:
+  """`look_at` on rows padded to a multiple of `bucket` (edge rows repeated), so clips of
+  any length share a few compilations."""
+  t = len(eye)
+  pad = ((0, -t % bucket), (0, 0))
+  return np.asarray(look_at(np.pad(eye, pad, mode="edge"), np.pad(aim, pad, mode="edge")),
+                    np.float32)[:t]
+
+
 def generate_camera(joints, rng: np.random.Generator, *, move: str | None = None,
                     handheld: bool | None = None, fov: float | None = None
                     ) -> ProceduralCamera:
@@ -128,7 +137,7 @@ def generate_camera(joints, rng: np.random.Generator, *, move: str | None = None
   if handheld:
     eye = eye + _smooth(rng.normal(size=eye.shape), FPS / 5) * 0.08
     aim = aim + _smooth(rng.normal(size=aim.shape), FPS / 5) * 0.08
-  cams = np.asarray(look_at(eye, aim), np.float32)
+  cams = _look_at_bucketed(eye, aim)
   phrase = PHRASES[move][rng.integers(len(PHRASES[move]))]
   caption = f"{'a handheld camera' if handheld else 'the camera'} {phrase}"
   if fov is None:

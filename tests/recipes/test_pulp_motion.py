@@ -13,13 +13,16 @@ from tests.recipes.config_files import smoke_config
 
 
 def test_smoke_study_runs_and_resumes(tmp_path):
+  # 'no_framing' is 'pulp' over a narrower channel slice, and weight 0 is plain guidance
+  # (bit-identical, tests/motion/test_framing.py): left out to keep the run short
   config = smoke_config("pulp_motion")
+  config.variants = ("pulp", "separate")
+  config.aux_weights = (1.0,)
   config.eval.repeats = 1
   workdir = str(tmp_path / "pulp")
   first = run_experiment(config, workdir)
   rows = read_jsonl(os.path.join(workdir, "results.jsonl"))
-  assert sorted(r["model"] for r in rows) == sorted(
-      ["real", "pulp@g0", "pulp@g1", "no_framing", "separate"])
+  assert sorted(r["model"] for r in rows) == sorted(["real", "pulp@g1", "separate"])
   for r in rows:
     for metric in ("r1", "r3", "fid", "cam_r1", "cam_fid", "out_of_frame", "framing_error"):
       assert math.isfinite(r[metric]), (r["model"], metric)

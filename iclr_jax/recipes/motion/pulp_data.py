@@ -16,7 +16,7 @@ import numpy as np
 
 from iclr_jax.datasets import humanml3d
 from iclr_jax.datasets.procedural_camera import generate_camera, joint_caption
-from iclr_jax.motion import CAMERA_FEATURE_DIM, camera_features, recover_from_ric
+from iclr_jax.motion import camera_features, recover_from_ric
 from iclr_jax.motion.framing import framing_features
 from iclr_jax.recipes.motion.data import EncodedSplit, Vocab
 
@@ -55,20 +55,22 @@ def _encode(captions, vocab: Vocab, max_tokens: int):
 
 def film(split: EncodedSplit, mean, std, *, seed: int, fov: float):
   """Per motion of `split`: (camera features [m, T, 9] raw, framing [m, T, 66], camera
-  phrase, move), each camera drawn from (seed, motion index)."""
+  phrase, move), each camera drawn from (seed, motion index). Joints, camera features and
+  framing are computed on the padded batch at once (one compilation), then cut to length."""
   m, frames = split.motions.shape[:2]
-  cams = np.zeros((m, frames, CAMERA_FEATURE_DIM), np.float32)
-  framing = np.zeros((m, frames, FRAMING_DIM), np.float32)
+  joints = np.asarray(recover_from_ric(split.motions * std + mean))  # [m, T, 22, 3]
+  cams = np.tile(np.eye(4, dtype=np.float32), (m, frames, 1, 1))
   phrases, moves = [], []
   for i in range(m):
     n = int(split.lengths[i])
-    joints = np.asarray(recover_from_ric(split.motions[i, :n] * std + mean))
-    cam = generate_camera(joints, np.random.default_rng([seed, i]), fov=fov)
-    cams[i, :n] = np.asarray(camera_features(cam.cam_to_world))
-    framing[i, :n] = np.asarray(framing_features(joints, cam.cam_to_world, fov=fov))
+    cam = generate_camera(joints[i, :n], np.random.default_rng([seed, i]), fov=fov)
+    cams[i, :n], cams[i, n:] = cam.cam_to_world, cam.cam_to_world[-1]
     phrases.append(cam.caption)
     moves.append(cam.move)
-  return cams, framing, phrases, moves
+  valid = (np.arange(frames)[None, :] < split.lengths[:, None])[..., None]
+  features = np.where(valid, np.asarray(camera_features(cams)), 0.0).astype(np.float32)
+  framing = np.where(valid, np.asarray(framing_features(joints, cams, fov=fov)), 0.0)
+  return features, framing.astype(np.float32), phrases, moves
 
 
 def pair_splits(train: EncodedSplit, test: EncodedSplit, mean, std, *, seed: int, fov: float,
