@@ -20,7 +20,6 @@ import os
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from absl import app, flags
 
 from iclr_jax import kv

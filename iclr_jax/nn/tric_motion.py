@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from iclr_jax.motion.layout import JOINT_CHANNELS, features_of, joint_tensor, \

@@ -16,10 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
+from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.checkpoint import Checkpointer
 from iclr_jax.errors import NonFiniteLossError
 from iclr_jax.train.metrics import MetricsWriter
 from iclr_jax.train.progress import Progress
+from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
 
 
 def prepare_workdir(workdir: str, config: Any) -> None:
@@ -128,3 +130,20 @@ def _evaluate(eval_fn, state, step, writer) -> dict[str, Any]:
   row = {f"eval_{k}": v for k, v in _host_scalars(eval_fn(state)).items()}
   writer.write(step, row)
   return {"step": step, **row}
+
+
+def fit(fns, loss_fn: Callable, batch_fn: Callable[[int], Any], *, optim: Mapping[str, Any],
+        steps: int, key: jax.Array, workdir: str, mesh, log_every: int,
+        checkpoint_every: int) -> Any:
+  """The common case of `train_loop`: the parameters of `fns` (`nn.functional.
+  ModelFunctions`) trained on `loss_fn(params, batch, key) -> (loss, metrics)` for `steps`
+  steps of the optimizer `optim` describes, on host batches `batch_fn(step)` sharded over
+  the mesh's 'data' axis; resumed or reloaded from `workdir`. Returns the final parameters."""
+  optimizer = make_optimizer(optim, total_steps=steps)
+  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
+  state, _ = train_loop(
+      workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
+      train_step=make_train_step(loss_fn, optimizer, mesh, factory.shardings),
+      batch_fn=lambda s: mesh_lib.global_batch_from_full(batch_fn(s), mesh), key=key,
+      total_steps=steps, log_every=log_every, checkpoint_every=checkpoint_every)
+  return state.params

@@ -8,7 +8,6 @@ import glob
 import os
 
 import chex
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -16,9 +16,7 @@ from iclr_jax.motion.evaluation import contrastive_loss
 from iclr_jax.nn.functional import ModelFunctions, model_functions
 from iclr_jax.nn.sequence_encoder import TextMotionEncoders
 from iclr_jax.recipes.motion.data import EncodedSplit, caption_batches
-from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import train_loop
-from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.loop import fit
 
 
 class Evaluator(NamedTuple):
@@ -42,9 +40,6 @@ def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], work
   seed) on the training split (its `motions` may be any per-frame features), under
   `<workdir>/<name>`."""
   fns = evaluator_functions(cfg, vocab_sizes, train.motions.shape[-1])
-  optimizer = make_optimizer(cfg.optim, total_steps=cfg.steps)
-  key = jax.random.key(cfg.seed)
-  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
 
   def loss_fn(params, batch, key):
     model = fns.module(params)
@@ -55,15 +50,11 @@ def train_evaluator(cfg, train: EncodedSplit, vocab_sizes: tuple[int, int], work
     accuracy = jnp.mean(jnp.argmax(text @ motion.T, -1) == jnp.arange(text.shape[0]))
     return loss, {"batch_top1": accuracy}
 
-  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
-  batches = caption_batches(train, cfg.batch_size, cfg.seed)
-  state, _ = train_loop(
-      workdir=os.path.join(workdir, name), init_state=factory.init,
-      restore_target=factory.abstract, train_step=step,
-      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
-      total_steps=cfg.steps, log_every=max(cfg.steps // 10, 1),
-      checkpoint_every=max(cfg.steps // 2, 1))
-  return make_evaluator(fns, state.params)
+  params = fit(fns, loss_fn, caption_batches(train, cfg.batch_size, cfg.seed), optim=cfg.optim,
+               steps=cfg.steps, key=jax.random.key(cfg.seed),
+               workdir=os.path.join(workdir, name), mesh=mesh,
+               log_every=max(cfg.steps // 10, 1), checkpoint_every=max(cfg.steps // 2, 1))
+  return make_evaluator(fns, params)
 
 
 def make_evaluator(fns: ModelFunctions, params) -> Evaluator:

@@ -20,9 +20,7 @@ from iclr_jax.motion.generation import masked_mse
 from iclr_jax.nn.functional import ModelFunctions, model_functions
 from iclr_jax.nn.pulp_motion import JointAutoencoder, latent_lengths
 from iclr_jax.recipes.motion.pulp_data import FRAMING_DIM, PairSplit
-from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import train_loop
-from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.loop import fit
 
 
 def autoencoder_functions(cfg) -> ModelFunctions:
@@ -62,18 +60,11 @@ def train_autoencoder(cfg, train: PairSplit, workdir: str, mesh) -> tuple[ModelF
   """Trains (or resumes, or reloads) the autoencoder of config section `cfg` (sizes,
   weights, steps, batch_size, optim, seed)."""
   fns = autoencoder_functions(cfg)
-  optimizer = make_optimizer(cfg.optim, total_steps=cfg.steps)
-  key = jax.random.key(cfg.seed)
-  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
-  step = make_train_step(autoencoder_loss(cfg, fns), optimizer, mesh, factory.shardings)
-  batches = pair_batches(train, cfg.batch_size, cfg.seed)
-  state, _ = train_loop(
-      workdir=os.path.join(workdir, "autoencoder"), init_state=factory.init,
-      restore_target=factory.abstract, train_step=step,
-      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
-      total_steps=cfg.steps, log_every=max(cfg.steps // 10, 1),
-      checkpoint_every=max(cfg.steps // 2, 1))
-  return fns, state.params
+  params = fit(fns, autoencoder_loss(cfg, fns), pair_batches(train, cfg.batch_size, cfg.seed),
+               optim=cfg.optim, steps=cfg.steps, key=jax.random.key(cfg.seed),
+               workdir=os.path.join(workdir, "autoencoder"), mesh=mesh,
+               log_every=max(cfg.steps // 10, 1), checkpoint_every=max(cfg.steps // 2, 1))
+  return fns, params
 
 
 class Latents(NamedTuple):

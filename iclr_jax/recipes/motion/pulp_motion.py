@@ -43,8 +43,7 @@ from iclr_jax.recipes.motion import data as data_lib
 from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data
 from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import prepare_workdir, train_loop, write_json
-from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.loop import fit, prepare_workdir, write_json
 from iclr_jax.train.study import Study, markdown_table, mean_std, pm
 
 # variant -> the latent parts its generators model, one generator per part
@@ -72,9 +71,6 @@ def train_generator(config, part, joint, latents, vocab_sizes, workdir, mesh):
   """Trains (or resumes, or reloads) the generator of latent `part`; (functions, params)."""
   chans = _channels(part, config.autoencoder)
   fns = _generator_functions(config, chans.stop - chans.start, vocab_sizes)
-  optimizer = make_optimizer(config.optim, total_steps=config.steps)
-  key = jax.random.key(config.seed)
-  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
   schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
 
   def loss_fn(params, batch, key):
@@ -92,14 +88,11 @@ def train_generator(config, part, joint, latents, vocab_sizes, workdir, mesh):
     return {"x": latents.x[pairs][..., chans], "lengths": latents.lengths[pairs],
             "tokens": joint.tokens[rows], "token_lengths": joint.token_lengths[rows]}
 
-  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
-  state, _ = train_loop(
-      workdir=os.path.join(workdir, "models", part), init_state=factory.init,
-      restore_target=factory.abstract, train_step=step,
-      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
-      total_steps=config.steps, log_every=config.log_every,
-      checkpoint_every=config.checkpoint_every)
-  return fns, state.params
+  params = fit(fns, loss_fn, batches, optim=config.optim,
+               steps=config.steps, key=jax.random.key(config.seed),
+               workdir=os.path.join(workdir, "models", part), mesh=mesh,
+               log_every=config.log_every, checkpoint_every=config.checkpoint_every)
+  return fns, params
 
 
 def _sampler(config, fns, shape, w, weight):

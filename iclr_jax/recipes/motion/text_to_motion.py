@@ -19,7 +19,6 @@ import functools
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
@@ -32,8 +31,7 @@ from iclr_jax.recipes.motion import motion_report
 from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
 from iclr_jax.recipes.motion.models import VARIANTS, text_to_motion_functions
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import prepare_workdir, train_loop
-from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.loop import fit, prepare_workdir
 from iclr_jax.train.study import Study
 
 
@@ -68,9 +66,6 @@ def train_variant(config, name, train, sizes, workdir, mesh, text_dim=None):
   """Trains (or resumes, or reloads) variant `name` on the denoiser's view of the training
   split (see `_conditioning`); returns (functions, parameters)."""
   fns = text_to_motion_functions(config, name, sizes, text_dim)
-  optimizer = make_optimizer(config.optim, total_steps=config.steps)
-  key = jax.random.key(config.seed)
-  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
   schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
   extra = {"counterfactual": True} if VARIANTS[name].counterfactual else {}
 
@@ -82,15 +77,12 @@ def train_variant(config, name, train, sizes, workdir, mesh, text_dim=None):
         apply, schedule, batch["motion"], batch["lengths"], key, parameterization="x0",
         drop_probability=config.diffusion.cond_drop, aux_weight=config.tric.fcf_weight)
 
-  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
   batches = data_lib.caption_batches(train, config.batch_size, config.seed)
-  state, _ = train_loop(
-      workdir=os.path.join(workdir, "models", _label(config, name)), init_state=factory.init,
-      restore_target=factory.abstract, train_step=step,
-      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
-      total_steps=config.steps, log_every=config.log_every,
-      checkpoint_every=config.checkpoint_every)
-  return fns, state.params
+  params = fit(fns, loss_fn, batches, optim=config.optim,
+               steps=config.steps, key=jax.random.key(config.seed),
+               workdir=os.path.join(workdir, "models", _label(config, name)), mesh=mesh,
+               log_every=config.log_every, checkpoint_every=config.checkpoint_every)
+  return fns, params
 
 
 def make_generator(config, fns, frames: int):

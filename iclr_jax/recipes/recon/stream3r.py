@@ -31,8 +31,7 @@ from iclr_jax.errors import ConfigError
 from iclr_jax.nn.functional import model_functions
 from iclr_jax.recon import scenes
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import prepare_workdir, train_loop, write_json
-from iclr_jax.train.state import make_optimizer, make_train_step, train_state_factory
+from iclr_jax.train.loop import fit, prepare_workdir, write_json
 from iclr_jax.train.study import Study, markdown_table
 
 VARIANTS = ("causal", "window", "full", "recurrent")
@@ -85,9 +84,6 @@ def _forward(config, variant):
 
 def train_variant(config, variant: str, data: dict, workdir: str, mesh):
   fns = model_functions(lambda key: _model(config, variant, key))
-  optimizer = make_optimizer(config.optim, total_steps=config.steps)
-  key = jax.random.key(config.seed)
-  factory = train_state_factory(fns.init_params, optimizer, key, mesh)
   forward = _forward(config, variant)
   hw = tuple(config.model.image_size)
 
@@ -101,14 +97,11 @@ def train_variant(config, variant: str, data: dict, workdir: str, mesh):
         len(data["frames"]), config.batch_size, replace=False)
     return {k: v[rows] for k, v in data.items() if k != "dynamic"}
 
-  step = make_train_step(loss_fn, optimizer, mesh, factory.shardings)
-  state, _ = train_loop(
-      workdir=os.path.join(workdir, "models", variant), init_state=factory.init,
-      restore_target=factory.abstract, train_step=step,
-      batch_fn=lambda s: mesh_lib.global_batch_from_full(batches(s), mesh), key=key,
-      total_steps=config.steps, log_every=config.log_every,
-      checkpoint_every=config.checkpoint_every)
-  return fns, state.params
+  params = fit(fns, loss_fn, batches, optim=config.optim,
+               steps=config.steps, key=jax.random.key(config.seed),
+               workdir=os.path.join(workdir, "models", variant), mesh=mesh,
+               log_every=config.log_every, checkpoint_every=config.checkpoint_every)
+  return fns, params
 
 
 def _normalised(points, valid):

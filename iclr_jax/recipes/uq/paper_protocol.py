@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 
 from iclr_jax.uq import paper_models, tabular
 
