@@ -77,3 +77,17 @@ def embed_in_batches(fn, arrays: tuple[np.ndarray, np.ndarray], batch_size: int)
     k = np.concatenate([k, np.full(pad, max(int(k.max()), 1), k.dtype)])
     out.append(np.asarray(fn(x, k))[:batch_size - pad])
   return np.concatenate(out)
+
+
+def sample_in_batches(sample, params, arrays: tuple[np.ndarray, ...], key,
+                      batch_size: int) -> np.ndarray:
+  """`sample(params, *inputs, key_i)` over rows of `arrays` (each [n, ...]) in fixed-size
+  batches (the last one padded by repeating its last row), batch i with
+  `fold_in(key, i)`; as NumPy [n, ...]."""
+  n, out = len(arrays[0]), []
+  for i, start in enumerate(range(0, n, batch_size)):
+    rows = np.arange(start, min(start + batch_size, n))
+    rows = np.concatenate([rows, np.repeat(rows[-1:], batch_size - len(rows))])
+    got = sample(params, *(a[rows] for a in arrays), jax.random.fold_in(key, i))
+    out.append(np.asarray(got)[:min(batch_size, n - start)])
+  return np.concatenate(out)

@@ -41,7 +41,8 @@ from iclr_jax.nn.motion_transformer import TextToMotion
 from iclr_jax.nn.pulp_motion import LatentDiT
 from iclr_jax.recipes.motion import data as data_lib
 from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data
-from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
+from iclr_jax.recipes.motion.evaluator import (embed_in_batches, sample_in_batches,
+                                               train_evaluator)
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import fit, prepare_workdir, write_json
 from iclr_jax.train.study import Study, markdown_table, mean_std, pm
@@ -110,16 +111,6 @@ def _sampler(config, fns, shape, w, weight):
                                  sampler="ddim", steps=s.steps, parameterization="x0")
     return x * generation.frame_mask(lengths, shape[0])
   return sample
-
-
-def _batched(sample, params, arrays, key, batch: int) -> np.ndarray:
-  out, n = [], len(arrays[0])
-  for i, start in enumerate(range(0, n, batch)):
-    rows = np.arange(start, min(start + batch, n))
-    rows = np.concatenate([rows, np.repeat(rows[-1:], batch - len(rows))])
-    got = sample(params, *(a[rows] for a in arrays), jax.random.fold_in(key, i))
-    out.append(np.asarray(got)[:min(batch, n - start)])
-  return np.concatenate(out)
 
 
 def _labels(config) -> list[tuple[str, str, float | None]]:
@@ -203,7 +194,7 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
     for label, variant, _ in _labels(config):
       if study.done(model=label, repeat=repeat):
         continue
-      parts = {part: _batched(samplers[(label, part)], generators[part][1], arrays,
+      parts = {part: sample_in_batches(samplers[(label, part)], generators[part][1], arrays,
                               jax.random.fold_in(key, k), config.sampling.batch_size)
                for k, part in enumerate(VARIANTS[variant])}
       xz = (parts["all"][..., :d] if variant == "pulp" else parts["z"]

@@ -28,7 +28,8 @@ from iclr_jax.motion import generation, metrics
 from iclr_jax.motion.evaluation import text_motion_metrics
 from iclr_jax.recipes.motion import data as data_lib
 from iclr_jax.recipes.motion import motion_report
-from iclr_jax.recipes.motion.evaluator import embed_in_batches, train_evaluator
+from iclr_jax.recipes.motion.evaluator import (embed_in_batches, sample_in_batches,
+                                               train_evaluator)
 from iclr_jax.recipes.motion.models import VARIANTS, text_to_motion_functions
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import fit, prepare_workdir
@@ -102,17 +103,6 @@ def make_generator(config, fns, frames: int):
   return generate
 
 
-def _generate_all(generate, params, tokens, token_lengths, lengths, key, batch):
-  out = []
-  for i, start in enumerate(range(0, len(lengths), batch)):
-    sl = slice(start, start + batch)
-    n = len(lengths[sl])
-    pad = lambda a: np.concatenate([a, np.repeat(a[-1:], batch - n, 0)])
-    out.append(np.asarray(generate(params, pad(tokens[sl]), pad(token_lengths[sl]),
-                                   pad(lengths[sl]), jax.random.fold_in(key, i)))[:n])
-  return np.concatenate(out)
-
-
 def evaluate_repeat(config, generate, params, test, test_cond, evaluator, real_emb, repeat,
                     with_real: bool):
   """One repeat's row for a model, the real motions' row (None unless `with_real`), and the
@@ -125,15 +115,16 @@ def evaluate_repeat(config, generate, params, test, test_cond, evaluator, real_e
   text = embed_in_batches(evaluator.embed_text, (test.tokens[idx], test.token_lengths[idx]),
                           batch)
   tokens, token_lengths = test_cond.tokens[idx], test_cond.token_lengths[idx]
-  motions = _generate_all(generate, params, tokens, token_lengths, test.lengths, key, batch)
+  motions = sample_in_batches(generate, params, (tokens, token_lengths, test.lengths), key,
+                              batch)
   gen = embed_in_batches(evaluator.embed_motion, (motions, test.lengths), batch)
   row = text_motion_metrics(text, gen, real_emb, key, batch_size=config.eval.r_batch,
                             diversity_times=config.eval.diversity_times)
   m = min(config.eval.mm_texts, len(idx))
-  mm_motions = _generate_all(generate, params, np.repeat(tokens[:m], config.eval.mm_repeats, 0),
-                             np.repeat(token_lengths[:m], config.eval.mm_repeats, 0),
-                             np.repeat(test.lengths[:m], config.eval.mm_repeats, 0),
-                             jax.random.fold_in(key, 10_000), batch)
+  repeat_m = lambda a: np.repeat(a[:m], config.eval.mm_repeats, 0)
+  mm_motions = sample_in_batches(
+      generate, params, (repeat_m(tokens), repeat_m(token_lengths), repeat_m(test.lengths)),
+      jax.random.fold_in(key, 10_000), batch)
   mm_emb = embed_in_batches(evaluator.embed_motion,
                             (mm_motions, np.repeat(test.lengths[:m], config.eval.mm_repeats)),
                             batch).reshape(m, config.eval.mm_repeats, -1)
