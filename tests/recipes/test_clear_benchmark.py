@@ -92,7 +92,7 @@ def test_list_fields_are_set_from_the_command_line():
 
 def test_paper_family_rows_and_cached_components(tmp_path, monkeypatch):
   c = clear_benchmark_config("paper_smoke")
-  c.families = ("qrf",)
+  c.families, c.workers = ("qrf",), 1  # fits counted in this process
   fits = []
   section, fit, split = clear_benchmark.FITTERS["qrf"]
   counted = lambda *a: fits.append(1) or fit(*a)
@@ -111,6 +111,24 @@ def test_paper_family_rows_and_cached_components(tmp_path, monkeypatch):
   (tmp_path / "results.jsonl").unlink()
   again = clear_benchmark.train_and_evaluate(c, str(tmp_path))
   assert len(fits) == 1 and again == final
+
+
+def _rows(path):
+  rows = [json.loads(l) for l in (path / "results.jsonl").read_text().splitlines()]
+  return sorted(({k: v for k, v in r.items() if k != "fit_seconds"} for r in rows),
+                key=lambda r: (r["seed"], r["method"]))
+
+
+def test_units_in_worker_processes_equal_units_in_this_one(tmp_path):
+  c = clear_benchmark_config("paper_smoke")
+  c.families = ("qrf",)
+  assert c.workers == 2
+  clear_benchmark.train_and_evaluate(c, str(tmp_path / "two"))
+  c.workers = 1
+  clear_benchmark.train_and_evaluate(c, str(tmp_path / "one"))
+  assert _rows(tmp_path / "two") == _rows(tmp_path / "one")
+  with pytest.raises(ConfigError, match="config.workers must be an int >= 1, got 0"):
+    clear_benchmark.train_and_evaluate(_config(workers=0), "/tmp/unused")
 
 
 def clear_benchmark_config(arg):

@@ -32,6 +32,7 @@ import time
 from typing import NamedTuple
 
 import jax
+import joblib
 import numpy as np
 from absl import logging
 
@@ -214,6 +215,9 @@ def _check_config(config):
     if not list(config[field]):
       raise ConfigError(f"config.{field} must not be empty")
   _seeds(config)
+  workers = config.get("workers", 1)
+  if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+    raise ConfigError(f"config.workers must be an int >= 1, got {workers!r}")
   bad = [f for f in config.families if f not in FAMILIES]
   if bad:
     raise ConfigError(f"config.families must be a subset of {FAMILIES}, got {list(bad)}")
@@ -241,26 +245,41 @@ def _seeds(config) -> tuple[int, ...]:
   return tuple(seeds)
 
 
+def _unit_job(config, workdir, name, seed, family):
+  """One dataset × seed × family unit (a top-level function, so worker processes can run
+  it): (unit, its rows, its seconds)."""
+  t0 = time.time()
+  rows = _run_unit(config, load_regression(name), name, int(seed), family, workdir)
+  return (name, seed, family), rows, time.time() - t0
+
+
+def _units(config, workdir, todo):
+  """Yields `_unit_job`'s results for the units `todo`: in this process, in order, when
+  config.workers is 1, else as `config.workers` worker processes finish them."""
+  if config.get("workers", 1) == 1:
+    for unit in todo:
+      yield _unit_job(config, workdir, *unit)
+    return
+  yield from joblib.Parallel(n_jobs=config.workers, return_as="generator_unordered")(
+      joblib.delayed(_unit_job)(config, workdir, *unit) for unit in todo)
+
+
 def train_and_evaluate(config, workdir: str):
-  """Runs every missing dataset × seed × family unit, then writes the tables and summary."""
+  """Runs every missing dataset × seed × family unit (`config.workers` at a time), then
+  writes the tables and summary."""
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
   study = Study(workdir, key=("dataset", "seed", "family"))
   start = time.time()
   todo = [(n, s, f) for n in config.datasets for s in _seeds(config) for f in config.families
           if not study.done(dataset=n, seed=s, family=f)]
-  data = {}
-  for i, (name, seed, family) in enumerate(todo):
-    if name not in data:
-      data = {name: load_regression(name)}  # one dataset in memory at a time
-    t0 = time.time()
-    new = _run_unit(config, data[name], name, int(seed), family, workdir)
+  for i, ((name, seed, family), new, seconds) in enumerate(_units(config, workdir, todo)):
     study.record(new)  # one unit at a time: resumable
     elapsed = time.time() - start
     logging.info("[%d/%d, ETA %.0f min] %s seed %d %s: %.1f s; %s", i + 1, len(todo),
-                 elapsed / (i + 1) * (len(todo) - i - 1) / 60, name, seed, family,
-                 time.time() - t0, ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw "
-                                             f"{r['niw']:.3f}" for r in new))
+                 elapsed / (i + 1) * (len(todo) - i - 1) / 60, name, seed, family, seconds,
+                 ", ".join(f"{r['method']} cov {r['coverage']:.3f} niw {r['niw']:.3f}"
+                           for r in new))
   rows = study.rows
   table = aggregate(rows)
   summary = summarize(table, config)
