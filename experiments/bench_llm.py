@@ -9,7 +9,7 @@ with new + 1 tokens and one with 1 at the same cache capacity, for llama.cpp its
 token-by-token `eval` loop after the prefill), stop tokens ignored; median of repeats after
 a compiling / warm-up run.
 
-  python experiments/bench_llm.py [--dtypes=float32,bfloat16 --batches=1,8,32
+  python experiments/bench_llm.py [--dtypes=float32,bfloat16,quantized --batches=1,8,32
       --prompts=128,1024 --new_tokens=64 --repeats=2]
 Needs the bench extra for the llama.cpp column (pip install -e '.[llm,bench]').
 Writes bench_results/llm.json and prints a table.
@@ -27,7 +27,9 @@ from absl import app, flags
 
 from iclr_jax.train import cli
 
-_DTYPES = flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our weight/compute dtypes.")
+_DTYPES = flags.DEFINE_list("dtypes", ["float32", "bfloat16", "quantized"],
+                            "Our weights: float32, bfloat16, or 'quantized' (the file's "
+                            "Q4_1 / Q8_0 blocks kept, float32 activations).")
 _BATCHES = flags.DEFINE_list("batches", ["1", "8", "32"], "Batch sizes (ours).")
 _PROMPTS = flags.DEFINE_list("prompts", ["128", "1024"], "Prompt lengths in tokens.")
 _NEW = flags.DEFINE_integer("new_tokens", 64, "Decoded tokens per timed run.")
@@ -36,7 +38,7 @@ _LLAMA = flags.DEFINE_bool("llama_cpp", True, "Also time llama.cpp (needs llama-
 _THREADS = flags.DEFINE_integer("threads", 2, "llama.cpp threads.")
 _OUT = flags.DEFINE_string("out", "bench_results/llm.json", "JSON output.")
 _ONE = flags.DEFINE_string("one", "", "Internal: run one configuration (JSON) and print it.")
-cli.validate_list(_DTYPES, kind="choices", choices=("float32", "bfloat16"))
+cli.validate_list(_DTYPES, kind="choices", choices=("float32", "bfloat16", "quantized"))
 cli.validate_list(_BATCHES)
 cli.validate_list(_PROMPTS)
 
@@ -56,7 +58,8 @@ def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dic
   import numpy as np  # pylint: disable=import-outside-toplevel
   from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
   from iclr_jax.nn.functional import decode  # pylint: disable=import-outside-toplevel
-  lm = load_pretrained(dtype=dtype)
+  lm = (load_pretrained(quantized=True) if dtype == "quantized"
+        else load_pretrained(dtype=dtype))
   tokens = jax.numpy.asarray(np.array(_prompt_ids(lm.tokenizer, batch, prompt), np.int32))
   lengths = jax.numpy.full((batch,), prompt, jax.numpy.int32)
   capacity = -(-(prompt + new + 1) // 64) * 64
@@ -133,10 +136,10 @@ def main(argv):
       continue
     rows.append(json.loads(lines[-1][4:]))
     print(json.dumps(rows[-1]), flush=True)
-  print(f"\n{'impl':>10} {'dtype':>9} {'batch':>6} {'prompt':>7} {'prefill tok/s':>14} "
+  print(f"\n{'impl':>10} {'dtype':>10} {'batch':>6} {'prompt':>7} {'prefill tok/s':>14} "
         f"{'decode tok/s':>13} {'peak RSS MB':>12}")
   for r in rows:
-    print(f"{r['impl']:>10} {r['dtype']:>9} {r['batch']:>6} {r['prompt']:>7} "
+    print(f"{r['impl']:>10} {r['dtype']:>10} {r['batch']:>6} {r['prompt']:>7} "
           f"{r['prefill_tok_s']:14.0f} {r['decode_tok_s']:13.1f} {r['peak_rss_mb']:12.0f}")
   from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
   write_json("", _OUT.value, rows)

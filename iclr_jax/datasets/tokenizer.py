@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from iclr_jax.cache import cache_dir
 from iclr_jax.errors import ArgumentError, ConfigError
 
 KINDS = ("bpe", "char")
@@ -24,8 +25,7 @@ _CHUNK_CHARS = 1 << 16
 
 
 def default_cache_dir() -> str:
-  return os.environ.get("ICLR_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache",
-                                                        "iclr_jax"))
+  return cache_dir()
 
 
 def _chunks(text: str) -> list[str]:

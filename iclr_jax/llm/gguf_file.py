@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from iclr_jax.cache import cache_dir
+
 _FIELDS = {  # LlamaSpec field -> (GGUF key suffix, type)
     "num_layers": ("block_count", int), "d_model": ("embedding_length", int),
     "mlp_hidden": ("feed_forward_length", int), "num_heads": ("attention.head_count", int),
@@ -70,11 +72,6 @@ class Checkpoint:
   weights: dict[str, np.ndarray]  # GGUF tensor name -> float32 [out, in] (or [n])
 
 
-def cache_dir() -> str:
-  return os.environ.get("ICLR_JAX_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                          "iclr_jax")
-
-
 def _field(reader, key: str, default: Any = None) -> Any:
   field = reader.fields.get(key)
   return default if field is None else field.contents()
@@ -109,9 +106,27 @@ def _read_spec(reader, names: set[str], vocab: int) -> LlamaSpec:
 
 
 def unpermute_rotary(w: np.ndarray, num_heads: int) -> np.ndarray:
-  """[heads · head_dim, in] rows from GGUF's adjacent-pair order to half-split order."""
-  out, cols = w.shape
-  return w.reshape(num_heads, out // num_heads // 2, 2, cols).swapaxes(1, 2).reshape(out, cols)
+  """[heads · head_dim, ...] rows (a weight [out, in], or a block-quantized weight's arrays
+  [out, blocks, ...]) from GGUF's adjacent-pair order to half-split order."""
+  out = w.shape[0]
+  return w.reshape(num_heads, out // num_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(
+      w.shape)
+
+
+BLOCK_KINDS = {"Q4_1": "q4_1", "Q8_0": "q8_0"}  # GGUF types a model can keep packed
+
+
+def read_blocks(path: str) -> dict[str, tuple[str, np.ndarray]]:
+  """{tensor name: (kind, raw rows uint8 [out, bytes per row])} of the file's tensors stored
+  in a type of `BLOCK_KINDS` (memory-mapped; host-side); see `iclr_jax.kernels.blockquant`
+  for the layouts."""
+  import gguf  # pylint: disable=import-outside-toplevel
+  try:
+    reader = gguf.GGUFReader(path)
+  except (ValueError, OSError, KeyError) as e:
+    raise ValueError(f"{path!r} is not a readable GGUF file: {e}") from e
+  return {t.name: (BLOCK_KINDS[t.tensor_type.name], t.data) for t in reader.tensors
+          if t.tensor_type.name in BLOCK_KINDS}
 
 
 def _dequantize(reader) -> dict[str, np.ndarray]:
