@@ -62,6 +62,8 @@ def first_slots(cache: KVCache, num: int) -> KVCache:
 
 def write_keys(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
   """slots [b, K, d, T] with `new` [b, s, K, d] written at `positions` int [b, s]."""
+  if positions.shape[1] == 1:
+    return _write_one(slots, new[:, 0, :, :, None], positions, axis=3)
   rows = jnp.arange(slots.shape[0])[:, None]
   # Advanced indices apart: the indexed view is [b, s, K, d], new's own layout.
   return slots.at[rows, :, :, positions].set(new.astype(slots.dtype), mode="drop")
@@ -69,8 +71,20 @@ def write_keys(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Ar
 
 def write_values(slots: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
   """slots [b, K, T, d] with `new` [b, s, K, d] written at `positions` int [b, s]."""
+  if positions.shape[1] == 1:
+    return _write_one(slots, new[:, 0, :, None, :], positions, axis=2)
   rows = jnp.arange(slots.shape[0])[:, None]
   return slots.at[rows, :, positions].set(new.astype(slots.dtype), mode="drop")
+
+
+def _write_one(slots, new, positions, *, axis: int):
+  """A decoding step's write (one position per row) as a select over the slot axis: inside
+  a decode loop XLA's CPU backend copies a cache written by a scatter or dynamic update
+  four times per step when attention's matrix product reads it next, a select once."""
+  shape = [1] * slots.ndim
+  shape[0], shape[axis] = slots.shape[0], slots.shape[axis]
+  hit = (jnp.arange(slots.shape[axis]) == positions).reshape(shape)  # positions [b, 1]
+  return jnp.where(hit, new.astype(slots.dtype), slots)
 
 
 def cached_attention(query: jax.Array, keys: jax.Array, values: jax.Array,

@@ -102,3 +102,19 @@ def test_long_prefill_attends_in_query_blocks(rng):
   att = np.exp(att - att.max(-1, keepdims=True))
   ref = np.einsum("bhst,bhtd->bshd", att / att.sum(-1, keepdims=True), vr)
   np.testing.assert_allclose(whole, ref, rtol=2e-5, atol=2e-5)
+
+
+def test_one_position_writes_equal_the_scatter(rng):
+  # Decoding writes one position per row with a select (see kv_cache._write_one); it must
+  # equal the general scatter path, positions past the capacity dropped.
+  b, k, d, t = 3, 2, 4, 7
+  keys = jnp.asarray(rng.normal(size=(b, k, d, t)), jnp.float32)
+  values = jnp.asarray(rng.normal(size=(b, k, t, d)), jnp.float32)
+  new = jnp.asarray(rng.normal(size=(b, 1, k, d)), jnp.float32)
+  pos = jnp.asarray([[0], [5], [t + 2]], jnp.int32)
+  rows = jnp.arange(b)[:, None]
+  want_k = keys.at[rows, :, :, pos].set(new, mode="drop")
+  want_v = values.at[rows, :, pos].set(new, mode="drop")
+  np.testing.assert_array_equal(kv_cache.write_keys(keys, new, pos), want_k)
+  np.testing.assert_array_equal(kv_cache.write_values(values, new, pos), want_v)
+  np.testing.assert_array_equal(want_k[2], keys[2])  # the out-of-range row is unchanged
