@@ -57,7 +57,7 @@ def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dic
   import jax  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
   from iclr_jax.llm import load_pretrained  # pylint: disable=import-outside-toplevel
-  from iclr_jax.nn.functional import decode  # pylint: disable=import-outside-toplevel
+  from iclr_jax.nn.functional import DECODE_COMPILER_OPTIONS, decode  # pylint: disable=import-outside-toplevel
   lm = (load_pretrained(quantized=True) if dtype == "quantized"
         else load_pretrained(dtype=dtype))
   tokens = jax.numpy.asarray(np.array(_prompt_ids(lm.tokenizer, batch, prompt), np.int32))
@@ -65,7 +65,8 @@ def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dic
   capacity = -(-(prompt + new + 1) // 64) * 64
   run = jax.jit(lambda params, n: decode(  # noqa: E731
       lm.functions, params, tokens, lengths, jax.random.key(0), max_new_tokens=n,
-      capacity=capacity, temperature=0.0, cache_dtype=lm.dtype), static_argnums=1)
+      capacity=capacity, temperature=0.0, cache_dtype=lm.dtype), static_argnums=1,
+      compiler_options=DECODE_COMPILER_OPTIONS)
   gen = lambda n: jax.block_until_ready(run(lm.params, n))  # noqa: E731
   t1 = cli.median_seconds(lambda: gen(1), repeats)
   tn = cli.median_seconds(lambda: gen(new + 1), repeats)

@@ -19,7 +19,7 @@ from jax.sharding import Mesh
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.llm.gguf_file import LlamaSpec
 from iclr_jax.llm.tokenizer import Tokenizer
-from iclr_jax.nn.functional import ModelFunctions, decode
+from iclr_jax.nn.functional import DECODE_COMPILER_OPTIONS, ModelFunctions, decode
 from iclr_jax.train import mesh as mesh_lib
 
 LENGTH_BUCKET = 64
@@ -161,7 +161,8 @@ class PretrainedLM:
     return [out[i, :num_new[i]].tolist() for i in range(len(prompts))]
 
   @functools.partial(jax.jit, static_argnums=0, static_argnames=(
-      "max_new_tokens", "capacity", "temperature", "top_p", "stop_ids"))
+      "max_new_tokens", "capacity", "temperature", "top_p", "stop_ids"),
+                     compiler_options=DECODE_COMPILER_OPTIONS)
   def _decode(self, params, tokens, lengths, key, *, max_new_tokens, capacity, temperature,
               top_p, stop_ids):
     return decode(self.functions, params, tokens, lengths, key,

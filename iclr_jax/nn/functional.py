@@ -69,6 +69,12 @@ def decoder_lm(spec: Mapping[str, Any], vocab_size: int) -> ModelFunctions:
   return model_functions(build)
 
 
+# Options for `jax.jit(..., compiler_options=...)` of a function that runs `decode`: with
+# XLA's region-based copy insertion on the CPU the decode loop updates its KV cache in place
+# (without it, each layer's cache arrays are copied once per step). Other backends ignore it.
+DECODE_COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
+
+
 def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
            key: jax.Array, *, max_new_tokens: int, capacity: int | None = None,
            stop_ids=(), pad_id: int = 0, temperature: float = 1.0, top_p: float = 1.0,
@@ -78,6 +84,7 @@ def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
   Prefills the right-padded `prompt` int [b, p] (row lengths `lengths` [b]) into a KV cache
   of `capacity` (default p + max_new_tokens) positions, then samples `max_new_tokens` tokens
   (see `lm.sampling.decode_with_cache`). Returns (tokens [b, max_new_tokens], num_new [b]).
+  On a CPU, jit it with `compiler_options=DECODE_COMPILER_OPTIONS`.
   """
   model = fns.module(params)
   num_kv, head_dim = model.kv_shape
