@@ -70,7 +70,7 @@ def _linear(w, blocks, names, heads) -> dict:
   for name, h in zip(names, heads):
     arrays = _unpack(kind, blocks[name][1]) if kind else (np.asarray(w[name], np.float32),)
     parts.append([unpermute_rotary(a, h) if h else a for a in arrays])
-  fused = [np.concatenate(group, axis=0) for group in zip(*parts)]
+  fused = [g[0] if len(g) == 1 else np.concatenate(g, axis=0) for g in zip(*parts)]
   return dict(zip(fields, fused)) if kind else {"kernel": fused[0].T}
 
 
