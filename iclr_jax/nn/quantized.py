@@ -14,7 +14,10 @@ from flax import nnx
 
 from iclr_jax.kernels import blockquant
 
-KINDS = ("q4_1", "q8_0")
+# kind -> (its weight tuple, x · Wᵀ, W as float32 [out, in])
+_OPS = {"q4_1": (blockquant.Q41Weight, blockquant.q4_1_matmul, blockquant.dequantize_q4_1),
+        "q8_0": (blockquant.Q80Weight, blockquant.q8_0_matmul, blockquant.dequantize_q8_0)}
+KINDS = tuple(_OPS)
 
 
 class Packed(nnx.Variable):
@@ -41,22 +44,18 @@ class _Blocks(nnx.Module):
     for name, value in _packed(kind, out, inputs).items():
       setattr(self, name, Packed(value))
 
-  def weight(self):
-    if self.kind == "q4_1":
-      return blockquant.Q41Weight(self.qs[...], self.d[...], self.m[...])
-    return blockquant.Q80Weight(self.qs[...], self.d[...])
+  def weight(self, rows: jax.Array | None = None):
+    """The weight's block tuple (only the output rows `rows` int [n] when given)."""
+    arrays = [getattr(self, f)[...] for f in _OPS[self.kind][0]._fields]
+    return _OPS[self.kind][0](*(a if rows is None else a[rows] for a in arrays))
 
   def product(self, x: jax.Array) -> jax.Array:
     """x [..., in] · Wᵀ -> float32 [..., out]."""
-    if self.kind == "q4_1":
-      return blockquant.q4_1_matmul(x, self.weight())
-    return blockquant.q8_0_matmul(x, self.weight())
+    return _OPS[self.kind][1](x, self.weight())
 
-  def dense(self) -> jax.Array:
-    """W as float32 [out, in]."""
-    if self.kind == "q4_1":
-      return blockquant.dequantize_q4_1(self.weight())
-    return blockquant.dequantize_q8_0(self.weight())
+  def dense(self, rows: jax.Array | None = None) -> jax.Array:
+    """W as float32 [out, in] (or its rows `rows` [n] as [n, in])."""
+    return _OPS[self.kind][2](self.weight(rows))
 
 
 class BlockQuantLinear(_Blocks):
@@ -78,14 +77,7 @@ class BlockQuantEmbed(_Blocks):
     super().__init__(kind, num_embeddings, features)
 
   def __call__(self, ids: jax.Array) -> jax.Array:
-    rows = jax.tree.map(lambda a: a[ids], tuple(self.weight()))
-    q = rows[0]
-    if self.kind == "q4_1":
-      q = jnp.concatenate([q & 15, q >> 4], axis=-1)
-    table = rows[1][..., None] * q.astype(jnp.float32)
-    if self.kind == "q4_1":
-      table = table + rows[2][..., None]
-    return table.reshape(*ids.shape, -1)
+    return self.dense(ids.reshape(-1)).reshape(*ids.shape, -1)
 
   def attend(self, hidden: jax.Array) -> jax.Array:
     return self.product(hidden)
