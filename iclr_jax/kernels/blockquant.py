@@ -120,8 +120,14 @@ def _check(x, qs, packed: int, scales, name: str) -> None:
                      f"shape {jnp.shape(x)}")
 
 
-_DEQUANTIZE = {"q4_1": lambda w: dequantize_q4_1(Q41Weight(*w)),
-               "q8_0": lambda w: dequantize_q8_0(Q80Weight(*w))}
+# kind -> (its weight tuple, x · Wᵀ, W as float32 [out, in])
+KINDS = {"q4_1": (Q41Weight, q4_1_matmul, dequantize_q4_1),
+         "q8_0": (Q80Weight, q8_0_matmul, dequantize_q8_0)}
+
+
+def _dequantize(kind: str, arrays) -> jax.Array:
+  weight, _, dequantize = KINDS[kind]
+  return dequantize(weight(*arrays))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -129,7 +135,7 @@ def _matmul(kind: str, x, w):
   lead, n_in = x.shape[:-1], x.shape[-1]
   rows = int(np.prod(lead, dtype=np.int64))
   x2 = x.reshape(rows, n_in)
-  dense = lambda: x2 @ _DEQUANTIZE[kind](w).T  # noqa: E731
+  dense = lambda: x2 @ _dequantize(kind, w).T  # noqa: E731
   if rows == 0 or rows > MAX_KERNEL_ROWS:
     y = dense()
   else:
@@ -145,7 +151,7 @@ def _matmul_fwd(kind, x, w):
 
 
 def _matmul_bwd(kind, w, g):
-  dx = g @ _DEQUANTIZE[kind](w)
+  dx = g @ _dequantize(kind, w)
   # the weights are constants; integer inputs take float0 cotangents
   zero = lambda a: (np.zeros(a.shape, jax.dtypes.float0)  # noqa: E731
                     if jnp.issubdtype(a.dtype, jnp.integer) else jnp.zeros_like(a))

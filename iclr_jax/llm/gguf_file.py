@@ -113,6 +113,14 @@ def unpermute_rotary(w: np.ndarray, num_heads: int) -> np.ndarray:
       w.shape)
 
 
+def _reader(path: str):
+  import gguf  # pylint: disable=import-outside-toplevel
+  try:
+    return gguf.GGUFReader(path)
+  except (ValueError, OSError, KeyError) as e:
+    raise ValueError(f"{path!r} is not a readable GGUF file: {e}") from e
+
+
 BLOCK_KINDS = {"Q4_1": "q4_1", "Q8_0": "q8_0"}  # GGUF types a model can keep packed
 
 
@@ -120,11 +128,7 @@ def read_blocks(path: str) -> dict[str, tuple[str, np.ndarray]]:
   """{tensor name: (kind, raw rows uint8 [out, bytes per row])} of the file's tensors stored
   in a type of `BLOCK_KINDS` (memory-mapped; host-side); see `iclr_jax.kernels.blockquant`
   for the layouts."""
-  import gguf  # pylint: disable=import-outside-toplevel
-  try:
-    reader = gguf.GGUFReader(path)
-  except (ValueError, OSError, KeyError) as e:
-    raise ValueError(f"{path!r} is not a readable GGUF file: {e}") from e
+  reader = _reader(path)
   return {t.name: (BLOCK_KINDS[t.tensor_type.name], t.data) for t in reader.tensors
           if t.tensor_type.name in BLOCK_KINDS}
 
@@ -182,11 +186,7 @@ def read_checkpoint(path: str, *, use_cache: bool = True) -> Checkpoint:
   folder = _cache_path(path)
   if use_cache and os.path.isfile(os.path.join(folder, "meta.json")):
     return _load(folder)
-  import gguf  # pylint: disable=import-outside-toplevel
-  try:
-    reader = gguf.GGUFReader(path)
-  except (ValueError, OSError, KeyError) as e:
-    raise ValueError(f"{path!r} is not a readable GGUF file: {e}") from e
+  reader = _reader(path)
   names = {t.name for t in reader.tensors}
   tokenizer = _read_tokenizer(reader)
   spec = _read_spec(reader, names, len(tokenizer.tokens))

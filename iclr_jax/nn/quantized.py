@@ -14,9 +14,7 @@ from flax import nnx
 
 from iclr_jax.kernels import blockquant
 
-# kind -> (its weight tuple, x · Wᵀ, W as float32 [out, in])
-_OPS = {"q4_1": (blockquant.Q41Weight, blockquant.q4_1_matmul, blockquant.dequantize_q4_1),
-        "q8_0": (blockquant.Q80Weight, blockquant.q8_0_matmul, blockquant.dequantize_q8_0)}
+_OPS = blockquant.KINDS
 KINDS = tuple(_OPS)
 
 
