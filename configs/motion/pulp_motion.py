@@ -43,6 +43,7 @@ def get_config(arg=None):
                      temperature=0.07, steps=1500, batch_size=32, seed=0,
                      optim=dict(lr=5e-4, warmup_steps=100, grad_clip=1.0))
   c.eval = dict(repeats=5, r_batch=32, diversity_times=90)
+  c.report = dict(samples=3)  # pairs per row drawn in samples.png
   if smoke:
     c.aux_weights = (0.0, 1.0)
     c.data.update(count=48, generate_frames=100, max_frames=64, max_tokens=32)
@@ -62,4 +63,5 @@ def get_config(arg=None):
                        batch_size=8)
     c.evaluator.optim.warmup_steps = 1
     c.eval.update(repeats=2, r_batch=4, diversity_times=4)
+    c.report.samples = 2
   return c

@@ -4,6 +4,7 @@ metrics (the real framing reproduces itself), a restart adds no row, bad config 
 import math
 import os
 
+import numpy as np
 import pytest
 
 from iclr_jax.errors import ConfigError
@@ -29,9 +30,26 @@ def test_smoke_study_runs_and_resumes(tmp_path):
     assert 0 <= r["out_of_frame"] <= 1
   real = next(r for r in rows if r["model"] == "real")
   assert real["framing_error"] < 1e-3 and abs(real["fid"]) < 1e-4
+  _check_samples(workdir, {r["model"] for r in rows}, config.report.samples)
   again = run_experiment(config, workdir)
   assert again == first
   assert len(read_jsonl(os.path.join(workdir, "results.jsonl"))) == len(rows)
+
+
+def _check_samples(workdir, models, shown):
+  """Every row's first pairs were kept for the picture: rigid cameras, finite joints, the
+  real motions starting at the origin (canonical), and the picture was drawn."""
+  assert os.path.getsize(os.path.join(workdir, "samples.png")) > 0
+  for model in models:
+    with np.load(os.path.join(workdir, "samples", f"{model}.npz")) as f:
+      joints, cams, lengths = f["joints"], f["cam_to_world"], f["lengths"]
+      assert len(f["captions"]) == len(lengths) == shown
+    rot = cams[..., :3, :3]
+    np.testing.assert_allclose(rot @ np.swapaxes(rot, -1, -2), np.broadcast_to(np.eye(3),
+                               rot.shape), atol=1e-4)
+    assert np.isfinite(joints).all()
+    if model == "real":
+      np.testing.assert_allclose(joints[:, 0, 0, [0, 2]], 0.0, atol=1e-5)
 
 
 def test_bad_config_is_refused(tmp_path):

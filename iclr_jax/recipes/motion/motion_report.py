@@ -1,5 +1,5 @@
 """Table (mean ± 95% interval over repeats), summary and sample pictures of the
-text-to-motion study (host-side)."""
+text-to-motion study (host-side); the table functions also serve the PulpMotion study."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from iclr_jax.train.study import figure
 METRICS = ("r1", "r2", "r3", "fid", "matching", "diversity", "multimodality")
 
 
-def summarise(rows: Sequence[Mapping]) -> dict[str, dict[str, tuple[float, float]]]:
+def summarise(rows: Sequence[Mapping], metrics: Sequence[str] = METRICS
+              ) -> dict[str, dict[str, tuple[float, float]]]:
   """{model: {metric: (mean, 95% half-width)}} over the repeats of each model."""
   out: dict[str, dict[str, tuple[float, float]]] = {}
   for model in dict.fromkeys(r["model"] for r in rows):
     mine = [r for r in rows if r["model"] == model]
     out[model] = {}
-    for metric in METRICS:
+    for metric in metrics:
       values = np.array([r[metric] for r in mine if metric in r], np.float64)
       if len(values) >= 2:
         out[model][metric] = mean_interval(values)
@@ -30,10 +31,10 @@ def summarise(rows: Sequence[Mapping]) -> dict[str, dict[str, tuple[float, float
   return out
 
 
-def markdown(summary) -> str:
-  lines = ["| model | " + " | ".join(METRICS) + " |", "|---" + "|--:" * len(METRICS) + "|"]
+def markdown(summary, metrics: Sequence[str] = METRICS) -> str:
+  lines = ["| model | " + " | ".join(metrics) + " |", "|---" + "|--:" * len(metrics) + "|"]
   for model, stats in summary.items():
-    cells = [f"{stats[m][0]:.3f} ± {stats[m][1]:.3f}" if m in stats else "—" for m in METRICS]
+    cells = [f"{stats[m][0]:.3f} ± {stats[m][1]:.3f}" if m in stats else "—" for m in metrics]
     lines.append(f"| {model} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 

@@ -16,7 +16,9 @@ Steps, each resumed from the workdir:
    R-precision / FID / matching under their evaluators, out-of-frame rate, and framing error
    (mean screen distance of each joint, clipped to ±2, from where the real pair frames it).
    The real pairs are scored as the 'real' row. Rows go to results.jsonl (model × repeat);
-   the report writes table.md and summary.json.
+   repeat 0 keeps the first `config.report.samples` pairs of each row under samples/, and
+   the report (`pulp_report`) writes table.md (mean ± 95% interval), summary.json and
+   samples.png (each pair from above and through its camera).
 """
 
 from __future__ import annotations
@@ -40,17 +42,15 @@ from iclr_jax.nn.functional import model_functions
 from iclr_jax.nn.motion_transformer import TextToMotion
 from iclr_jax.nn.pulp_motion import LatentDiT
 from iclr_jax.recipes.motion import data as data_lib
-from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data
+from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data, pulp_report
 from iclr_jax.recipes.motion.evaluator import (embed_in_batches, sample_in_batches,
                                                train_evaluator)
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import fit, prepare_workdir, write_json
-from iclr_jax.train.study import Study, markdown_table, mean_std, pm
+from iclr_jax.train.loop import fit, prepare_workdir
+from iclr_jax.train.study import Study
 
 # variant -> the latent parts its generators model, one generator per part
 VARIANTS = {"pulp": ("all",), "no_framing": ("z",), "separate": ("human", "camera")}
-METRICS = ("r1", "r3", "fid", "matching", "cam_r1", "cam_r3", "cam_fid", "out_of_frame",
-           "framing_error")
 
 
 def _channels(part: str, cfg) -> slice:
@@ -127,20 +127,34 @@ def _labels(config) -> list[tuple[str, str, float | None]]:
 class _Scorer:
   """Decodes generated latents and scores them against one repeat's captions."""
 
-  def __init__(self, config, test, ae, evaluators, stats, real_emb):
+  def __init__(self, config, workdir, test, ae, evaluators, stats, real_emb):
     self.config, self.test, self.stats, self.real_emb = config, test, stats, real_emb
+    self.workdir = workdir
     self.evaluators = evaluators
     fns, params = ae
     self.decode = jax.jit(lambda z, n: fns.module(params).decode(z, n))
     self.valid = (np.arange(test.human.motions.shape[1])[None, :]
                   < test.human.lengths[:, None])
 
-  def _framing(self, human, camera):
+  def world(self, human, camera):
+    """Joints [n, T, 22, 3] and cameras [n, T, 4, 4] of the first n test pairs' features."""
     mean, std = self.stats["human"]
     joints = recover_from_ric(jnp.asarray(human * std + mean))
     cam = camera * self.stats["camera_std"] + self.stats["camera_mean"]
-    cam = np.where(self.valid[..., None], cam, cam[:, :1])  # padding: any rigid camera
-    uv, front = project_to_screen(joints, cameras_from_features(cam), fov=self.config.fov)
+    cam = np.where(self.valid[:len(cam), :, None], cam, cam[:, :1])  # padding: any rigid one
+    return joints, cameras_from_features(cam)
+
+  def save_samples(self, label, human, camera, idx):
+    """Keeps the first `config.report.samples` pairs of a row for the report's picture."""
+    n = self.config.report.samples
+    joints, cams = self.world(human[:n], camera[:n])
+    pulp_report.save_samples(os.path.join(self.workdir, "samples", f"{label}.npz"), joints,
+                             cams, self.test.human.lengths[:n],
+                             [self.test.joint.captions[i] for i in idx[:n]])
+
+  def _framing(self, human, camera):
+    joints, cams = self.world(human, camera)
+    uv, front = project_to_screen(joints, cams, fov=self.config.fov)
     valid = np.broadcast_to(self.valid[..., None], front.shape)
     real_uv = self.test.framing.reshape(front.shape + (3,))[..., :2]
     # on the framing modality's screen (clipped to ±2), so a joint near the camera plane
@@ -190,6 +204,8 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
     arrays = (test.joint.tokens[idx], test.joint.token_lengths[idx], lat_test.lengths)
     if not study.done(model="real", repeat=repeat):
       row = scorer.score(test.human.motions, test.camera.motions, idx, key)
+      if repeat == 0:
+        scorer.save_samples("real", test.human.motions, test.camera.motions, idx)
       study.record([{"model": "real", "repeat": repeat, **row}])
     for label, variant, _ in _labels(config):
       if study.done(model=label, repeat=repeat):
@@ -200,7 +216,10 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
       xz = (parts["all"][..., :d] if variant == "pulp" else parts["z"]
             if variant == "no_framing" else np.concatenate([parts["human"], parts["camera"]],
                                                            axis=-1))
-      row = scorer.score(*scorer.decode_latents(xz, lat_test), idx, key)
+      human, camera = scorer.decode_latents(xz, lat_test)
+      row = scorer.score(human, camera, idx, key)
+      if repeat == 0:
+        scorer.save_samples(label, human, camera, idx)
       logging.info("%s repeat %d: %s", label, repeat, row)
       study.record([{"model": label, "repeat": repeat, **row}])
 
@@ -237,16 +256,6 @@ def train_and_evaluate(config, workdir: str):
                 for part in parts}
   stats = {"human": (mean, std), **pstats}
   study = Study(workdir, key=("model", "repeat"))
-  _evaluate(config, study, _Scorer(config, test, ae, evaluators, stats, real_emb), generators,
-            lat_test, test)
-  return _report(workdir, study.rows)
-
-
-def _report(workdir: str, rows) -> dict:
-  table = mean_std(rows, by=("model",), metrics=METRICS, count="repeats")
-  columns = [("model", "{model}", "---")] + [(m, pm(m)) for m in METRICS]
-  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
-    f.write(markdown_table(table, columns) + "\n")
-  summary = {f"{r['model']}/{m}": r[m] for r in table for m in METRICS}
-  write_json(workdir, "summary.json", summary)
-  return summary
+  scorer = _Scorer(config, workdir, test, ae, evaluators, stats, real_emb)
+  _evaluate(config, study, scorer, generators, lat_test, test)
+  return pulp_report.write(workdir, study.rows, fov=config.fov)
