@@ -1,8 +1,9 @@
 """PulpMotion on procedural motions filmed by procedural cameras (synthetic): the joint
-autoencoder with its framing map, text-conditioned latent DiTs ('pulp' over the joint and
-framing latents, 'no_framing', 'separate' human and camera generators), Auxiliary Sampling
-at each weight of aux_weights, scored by in-library human and camera evaluators and by the
-framing metrics over `eval.repeats` repeats.
+autoencoder with its framing map; text-conditioned generators over the joint latents ('pulp',
+a latent DiT over the joint and framing latents; 'pulp_mar', a MAR-style generator over the
+same; 'no_framing', a DiT over the joint latent alone; 'separate', human and camera DiTs),
+the [z, z_F] ones at each Auxiliary Sampling weight of aux_weights; scored by in-library
+human and camera evaluators and by the framing metrics over `eval.repeats` repeats.
 
 Run (2 CPU cores):
   python experiments/train.py --config=configs/motion/pulp_motion.py --workdir=runs/pulp
@@ -20,7 +21,7 @@ def get_config(arg=None):
   c = ml_collections.ConfigDict()
   c.experiment = "pulp_motion"
   c.seed = 0
-  c.variants = ("pulp", "no_framing", "separate")
+  c.variants = ("pulp", "pulp_mar", "no_framing", "separate")
   c.aux_weights = (0.0, 0.5, 1.0)
   c.fov = 1.05  # 60°, every camera
   c.data = dict(root="", count=1000, seed=0, generate_frames=120, max_frames=120,
@@ -32,6 +33,9 @@ def get_config(arg=None):
                        steps=3000, batch_size=32, seed=0,
                        optim=dict(lr=5e-4, warmup_steps=100, grad_clip=1.0))
   c.generator = dict(d_model=128, num_layers=4, num_heads=4, mlp_ratio=4.0)
+  # the MAR generator: its transformer is sized by c.generator; a per-token head, and the
+  # reveal iterations of sampling (each token's DDIM takes c.sampling.steps)
+  c.mar = dict(head_width=128, head_layers=3, iterations=16)
   c.diffusion = dict(schedule="cosine", steps=1000, cond_drop=0.1)
   c.sampling = dict(steps=50, guidance=4.0, batch_size=32)
   c.steps = 3000
@@ -52,6 +56,7 @@ def get_config(arg=None):
                          num_layers=1, num_heads=2, steps=3, batch_size=8)
     c.autoencoder.optim.warmup_steps = 1
     c.generator.update(d_model=16, num_layers=1, num_heads=2)
+    c.mar.update(head_width=16, head_layers=1, iterations=2)
     c.diffusion.steps = 20
     c.sampling.update(steps=4, batch_size=8)
     c.steps = 3

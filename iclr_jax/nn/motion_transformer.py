@@ -75,9 +75,13 @@ class TextToMotion(nnx.Module):
       return text, text_lengths
     return self.text.states(text, text_lengths)
 
+  def condition(self, text, text_lengths, keep):
+    """(text states [b, L, c] zeroed on rows where keep [b] is False, their lengths)."""
+    states, text_lengths = self.text_states(text, text_lengths)
+    return states * keep[:, None, None].astype(states.dtype), text_lengths
+
   def __call__(self, x, t, text, text_lengths, lengths, keep, **kwargs):
     """keep bool [b]: rows whose text condition is used (False: unconditional); kwargs go
     to the denoiser (e.g. TriC-Motion's `counterfactual`)."""
-    states, text_lengths = self.text_states(text, text_lengths)
-    states = states * keep[:, None, None].astype(states.dtype)
+    states, text_lengths = self.condition(text, text_lengths, keep)
     return self.denoiser(x, t, states, text_lengths, lengths, **kwargs)

@@ -17,13 +17,14 @@ def test_smoke_study_runs_and_resumes(tmp_path):
   # 'no_framing' is 'pulp' over a narrower channel slice, and weight 0 is plain guidance
   # (bit-identical, tests/motion/test_framing.py): left out to keep the run short
   config = smoke_config("pulp_motion")
-  config.variants = ("pulp", "separate")
+  config.variants = ("pulp", "pulp_mar", "separate")
   config.aux_weights = (1.0,)
   config.eval.repeats = 1
   workdir = str(tmp_path / "pulp")
   first = run_experiment(config, workdir)
   rows = read_jsonl(os.path.join(workdir, "results.jsonl"))
-  assert sorted(r["model"] for r in rows) == sorted(["real", "pulp@g1", "separate"])
+  assert sorted(r["model"] for r in rows) == sorted(["real", "pulp@g1", "pulp_mar@g1",
+                                                     "separate"])
   for r in rows:
     for metric in ("r1", "r3", "fid", "cam_r1", "cam_fid", "out_of_frame", "framing_error"):
       assert math.isfinite(r[metric]), (r["model"], metric)
@@ -54,8 +55,8 @@ def _check_samples(workdir, models, shown):
 
 def test_bad_config_is_refused(tmp_path):
   config = smoke_config("pulp_motion")
-  config.variants = ("pulp", "mar")
-  with pytest.raises(ConfigError, match="unknown variants \\['mar'\\]"):
+  config.variants = ("pulp", "mdm")
+  with pytest.raises(ConfigError, match="unknown variants \\['mdm'\\]"):
     run_experiment(config, str(tmp_path))
   config = smoke_config("pulp_motion")
   config.fov = 3.5

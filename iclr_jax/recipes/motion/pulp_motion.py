@@ -7,14 +7,16 @@ Steps, each resumed from the workdir:
 2. the evaluators: the text-to-motion one (motion captions → human features) and a camera
    one (camera phrases → camera features), trained contrastively;
 3. the joint autoencoder (`pulp_autoencoder`) and its standardised latents x = [z, z_F];
-4. the generators (`LatentDiT` + a trained text encoder over the joint captions, x̂_0 loss,
-   condition dropout): 'pulp' over [z, z_F], 'no_framing' over z alone, 'separate' one over
-   z_H and one over z_C;
+4. the generators (`pulp_generators`: a trained text encoder over the joint captions and
+   condition dropout; 'pulp' a `LatentDiT` over [z, z_F], 'pulp_mar' a MAR-style
+   `LatentMAR` over [z, z_F], 'no_framing' a DiT over z alone, 'separate' one DiT over z_H
+   and one over z_C);
 5. per repeat, one joint caption per test pair, generated at the test lengths (DDIM with
-   classifier-free guidance; 'pulp' also with Auxiliary Sampling at each weight of
-   config.aux_weights, rows 'pulp@g<weight>'), decoded, and scored: human and camera
-   R-precision / FID / matching under their evaluators, out-of-frame rate, and framing error
-   (mean screen distance of each joint, clipped to ±2, from where the real pair frames it).
+   classifier-free guidance, inside each reveal iteration for MAR; the [z, z_F] variants at
+   each Auxiliary Sampling weight of config.aux_weights, rows '<variant>@g<weight>'),
+   decoded, and scored: human and camera R-precision / FID / matching under their
+   evaluators, out-of-frame rate, and framing error (mean screen distance of each joint,
+   clipped to ±2, from where the real pair frames it).
    The real pairs are scored as the 'real' row. Rows go to results.jsonl (model × repeat);
    repeat 0 keeps the first `config.report.samples` pairs of each row under samples/, and
    the report (`pulp_report`) writes table.md (mean ± 95% interval), summary.json and
@@ -29,96 +31,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from flax import nnx
 
-from iclr_jax.diffusion import gaussian
 from iclr_jax.errors import ConfigError
 from iclr_jax.motion import (cameras_from_features, out_of_frame_rate, project_to_screen,
                              recover_from_ric)
 from iclr_jax.motion import framing as framing_lib
-from iclr_jax.motion import generation
 from iclr_jax.motion.evaluation import text_motion_metrics
-from iclr_jax.nn.functional import model_functions
-from iclr_jax.nn.motion_transformer import TextToMotion
-from iclr_jax.nn.pulp_motion import LatentDiT
 from iclr_jax.recipes.motion import data as data_lib
 from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data, pulp_report
+from iclr_jax.recipes.motion.pulp_generators import (VARIANTS, channels, sampler,
+                                                     train_generator)
 from iclr_jax.recipes.motion.evaluator import (embed_in_batches, sample_in_batches,
                                                train_evaluator)
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import fit, prepare_workdir
+from iclr_jax.train.loop import prepare_workdir
 from iclr_jax.train.study import Study
-
-# variant -> the latent parts its generators model, one generator per part
-VARIANTS = {"pulp": ("all",), "no_framing": ("z",), "separate": ("human", "camera")}
-
-
-def _channels(part: str, cfg) -> slice:
-  d = cfg.human_latent + cfg.camera_latent
-  return {"all": slice(0, d + cfg.framing_latent), "z": slice(0, d),
-          "human": slice(0, cfg.human_latent), "camera": slice(cfg.human_latent, d)}[part]
-
-
-def _generator_functions(config, width: int, vocab_sizes):
-  g, t = config.generator, config.text
-  return model_functions(lambda key: (lambda rngs: TextToMotion(
-      LatentDiT(latent_dim=width, cond_dim=t.dim, d_model=g.d_model, num_layers=g.num_layers,
-                num_heads=g.num_heads, mlp_ratio=g.mlp_ratio, rngs=rngs),
-      rngs=rngs, text_vocab=vocab_sizes, cond_dim=t.dim, text_layers=t.num_layers,
-      text_heads=t.num_heads))(nnx.Rngs(params=key)))
-
-
-def train_generator(config, part, joint, latents, vocab_sizes, workdir, mesh):
-  """Trains (or resumes, or reloads) the generator of latent `part`; (functions, params)."""
-  chans = _channels(part, config.autoencoder)
-  fns = _generator_functions(config, chans.stop - chans.start, vocab_sizes)
-  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
-
-  def loss_fn(params, batch, key):
-    model = fns.module(params)
-    apply = lambda xt, t, keep: model(xt, t, batch["tokens"], batch["token_lengths"],
-                                      batch["lengths"], keep)
-    return generation.diffusion_loss(apply, schedule, batch["x"], batch["lengths"], key,
-                                     parameterization="x0",
-                                     drop_probability=config.diffusion.cond_drop)
-
-  def batches(step):
-    rows = np.random.default_rng([config.seed, step]).choice(
-        len(joint.captions), config.batch_size, replace=False)
-    pairs = joint.motion_of[rows]
-    return {"x": latents.x[pairs][..., chans], "lengths": latents.lengths[pairs],
-            "tokens": joint.tokens[rows], "token_lengths": joint.token_lengths[rows]}
-
-  params = fit(fns, loss_fn, batches, optim=config.optim,
-               steps=config.steps, key=jax.random.key(config.seed),
-               workdir=os.path.join(workdir, "models", part), mesh=mesh,
-               log_every=config.log_every, checkpoint_every=config.checkpoint_every)
-  return fns, params
-
-
-def _sampler(config, fns, shape, w, weight):
-  schedule = gaussian.gaussian_schedule(config.diffusion.schedule, config.diffusion.steps)
-  s = config.sampling
-
-  @jax.jit
-  def sample(params, tokens, token_lengths, lengths, key):
-    model = fns.module(params)
-    apply = lambda x, t, keep: model(x, t, tokens, token_lengths, lengths, keep)
-    denoise = generation.guided(apply, s.guidance)
-    if w is not None:
-      denoise = framing_lib.auxiliary_sampling(denoise, w, weight=weight)
-    x = gaussian.sample_gaussian(denoise, schedule, (tokens.shape[0],) + shape, key,
-                                 sampler="ddim", steps=s.steps, parameterization="x0")
-    return x * generation.frame_mask(lengths, shape[0])
-  return sample
-
 
 def _labels(config) -> list[tuple[str, str, float | None]]:
   """(row label, variant, Auxiliary Sampling weight or None) of every evaluated sampler."""
   out = []
   for variant in config.variants:
-    if variant == "pulp":
-      out += [(f"pulp@g{g:g}", variant, float(g)) for g in config.aux_weights]
+    if VARIANTS[variant].framing:
+      out += [(f"{variant}@g{g:g}", variant, float(g)) for g in config.aux_weights]
     else:
       out.append((variant, variant, None))
   return out
@@ -187,16 +121,26 @@ class _Scorer:
     return (np.asarray(human)[:, :frames] * mask, np.asarray(camera)[:, :frames] * mask)
 
 
+def _joint_latent(parts: dict, d: int) -> np.ndarray:
+  """The generated z [b, s, d] from a variant's parts ([z, z_F], z, or z_H and z_C)."""
+  if "all" in parts:
+    return parts["all"][..., :d]
+  if "z" in parts:
+    return parts["z"]
+  return np.concatenate([parts["human"], parts["camera"]], axis=-1)
+
+
 def _evaluate(config, study, scorer, generators, lat_test, test):
   d = config.autoencoder.human_latent + config.autoencoder.camera_latent
   steps = lat_test.x.shape[1]
   samplers = {}
   for label, variant, weight in _labels(config):
-    for part in VARIANTS[variant]:
-      chans = _channels(part, config.autoencoder)
-      width = chans.stop - chans.start
-      w = jnp.asarray(lat_test.w) if part == "all" and weight else None
-      samplers[(label, part)] = _sampler(config, generators[part][0], (steps, width), w, weight)
+    kind = VARIANTS[variant].kind
+    for part in VARIANTS[variant].parts:
+      chans = channels(part, config.autoencoder)
+      w = jnp.asarray(lat_test.w) if part == "all" else None
+      samplers[(label, part)] = sampler(config, kind, generators[(kind, part)][0],
+                                        (steps, chans.stop - chans.start), w, weight or 0.0)
   for repeat in range(config.eval.repeats):
     rng = np.random.default_rng([config.seed, repeat])
     key = jax.random.fold_in(jax.random.key(config.seed), repeat)
@@ -210,12 +154,12 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
     for label, variant, _ in _labels(config):
       if study.done(model=label, repeat=repeat):
         continue
-      parts = {part: sample_in_batches(samplers[(label, part)], generators[part][1], arrays,
-                              jax.random.fold_in(key, k), config.sampling.batch_size)
-               for k, part in enumerate(VARIANTS[variant])}
-      xz = (parts["all"][..., :d] if variant == "pulp" else parts["z"]
-            if variant == "no_framing" else np.concatenate([parts["human"], parts["camera"]],
-                                                           axis=-1))
+      kind, names = VARIANTS[variant].kind, VARIANTS[variant].parts
+      parts = {part: sample_in_batches(samplers[(label, part)], generators[(kind, part)][1],
+                                       arrays, jax.random.fold_in(key, k),
+                                       config.sampling.batch_size)
+               for k, part in enumerate(names)}
+      xz = _joint_latent(parts, d)
       human, camera = scorer.decode_latents(xz, lat_test)
       row = scorer.score(human, camera, idx, key)
       if repeat == 0:
@@ -250,10 +194,10 @@ def train_and_evaluate(config, workdir: str):
   lat_train = pulp_autoencoder.encode_latents(*ae, train, config.autoencoder.patch)
   lat_test = pulp_autoencoder.encode_latents(
       *ae, test, config.autoencoder.patch, scales=(lat_train.z_scale, lat_train.framing_scale))
-  parts = sorted({p for v in config.variants for p in VARIANTS[v]})
-  generators = {part: train_generator(config, part, train.joint, lat_train,
-                                      pstats["vocab_sizes"]["joint"], workdir, mesh)
-                for part in parts}
+  needed = sorted({(VARIANTS[v].kind, p) for v in config.variants for p in VARIANTS[v].parts})
+  generators = {(kind, part): train_generator(config, kind, part, train.joint, lat_train,
+                                              pstats["vocab_sizes"]["joint"], workdir, mesh)
+                for kind, part in needed}
   stats = {"human": (mean, std), **pstats}
   study = Study(workdir, key=("model", "repeat"))
   scorer = _Scorer(config, workdir, test, ae, evaluators, stats, real_emb)
