@@ -31,6 +31,11 @@ def test_pulp_table_is_mean_and_normal_interval(rng):
   assert table[-1].startswith("| separate |") and f"{mean:.3f} ± {half:.3f}" in table[-1]
 
 
+def test_a_single_repeat_shows_its_value_alone():
+  summary = motion_report.summarise([{"model": "a", "r1": 0.25}], ("r1",))
+  assert motion_report.markdown(summary, ("r1",)).splitlines()[-1] == "| a | 0.250 |"
+
+
 def test_write_without_kept_pairs_draws_nothing(tmp_path, rng):
   summary = pulp_report.write(str(tmp_path), _rows(rng), fov=1.05)
   assert not (tmp_path / "samples.png").exists()

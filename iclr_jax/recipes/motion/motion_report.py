@@ -31,10 +31,15 @@ def summarise(rows: Sequence[Mapping], metrics: Sequence[str] = METRICS
   return out
 
 
+def _cell(mean: float, half: float) -> str:
+  """'mean ± half-width', or the mean alone for a single repeat."""
+  return f"{mean:.3f}" if np.isnan(half) else f"{mean:.3f} ± {half:.3f}"
+
+
 def markdown(summary, metrics: Sequence[str] = METRICS) -> str:
   lines = ["| model | " + " | ".join(metrics) + " |", "|---" + "|--:" * len(metrics) + "|"]
   for model, stats in summary.items():
-    cells = [f"{stats[m][0]:.3f} ± {stats[m][1]:.3f}" if m in stats else "—" for m in metrics]
+    cells = [_cell(*stats[m]) if m in stats else "—" for m in metrics]
     lines.append(f"| {model} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
