@@ -52,6 +52,28 @@ class DiTBlock(nnx.Module):
     return x + g2[:, None, :] * self.mlp(modulate(self.norm2(x), sh2, sc2))
 
 
+class ConditionedStack(nnx.Module):
+  """`num_layers` `DiTBlock`s over [b, s, d_model] conditioned on c [b, d_model], then a
+  final norm modulated by c (adaLN): the body of the latent generators."""
+
+  def __init__(self, d_model: int, num_layers: int, num_heads: int, mlp_ratio: float, *,
+               rngs: nnx.Rngs):
+    self.blocks = nnx.List([DiTBlock(d_model, num_heads, mlp_ratio, d_model,
+                                     attention="softmax", rngs=rngs)
+                            for _ in range(num_layers)])
+    self.final_norm = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
+    self.final_ada = nnx.Linear(d_model, 2 * d_model, kernel_init=nnx.initializers.zeros,
+                                rngs=rngs)
+
+  def __call__(self, h, c, lengths=None):
+    """h [b, s, d], c [b, d]; keys from position lengths[i] on are padding."""
+    positions = jnp.arange(h.shape[1])
+    for block in self.blocks:
+      h = block(h, c, positions, lengths)
+    shift, scale = jnp.split(self.final_ada(c), 2, axis=-1)
+    return modulate(self.final_norm(h), shift, scale)
+
+
 class DiT(nnx.Module):
   """Args: vocab_size V, d_model, num_layers, num_heads, mlp_ratio, cond_dim (time
   conditioning width; 0 disables it, as MDLM does), attention (name or callable)."""

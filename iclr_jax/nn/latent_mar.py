@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax.nn.dit import DiTBlock, modulate
+from iclr_jax.nn.dit import ConditionedStack
 from iclr_jax.nn.motion_transformer import TimeEmbedding
 from iclr_jax.nn.sequence_encoder import masked_mean
 
@@ -53,12 +53,7 @@ class LatentMAR(nnx.Module):
     self.inp = nnx.Linear(latent_dim, d_model, rngs=rngs)
     self.mask_token = nnx.Param(0.02 * jax.random.normal(rngs.params(), (d_model,)))
     self.cond = nnx.Linear(cond_dim, d_model, rngs=rngs)
-    self.blocks = nnx.List([DiTBlock(d_model, num_heads, mlp_ratio, d_model,
-                                     attention="softmax", rngs=rngs)
-                            for _ in range(num_layers)])
-    self.final_norm = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
-    self.final_ada = nnx.Linear(d_model, 2 * d_model, kernel_init=nnx.initializers.zeros,
-                                rngs=rngs)
+    self.body = ConditionedStack(d_model, num_layers, num_heads, mlp_ratio, rngs=rngs)
     self.head_in = nnx.Linear(latent_dim, head_width, rngs=rngs)
     self.head_time = TimeEmbedding(head_width, rngs=rngs)
     self.head_cond = nnx.Linear(d_model, head_width, rngs=rngs)
@@ -76,12 +71,7 @@ class LatentMAR(nnx.Module):
     if mask.shape != visible.shape[:2]:
       raise ValueError(f"mask must be [b, s] = {visible.shape[:2]}, got {mask.shape}")
     h = jnp.where(mask[..., None], self.mask_token[...], self.inp(visible))
-    c = jax.nn.silu(self.cond(masked_mean(text, text_lengths)))
-    positions = jnp.arange(h.shape[1])
-    for block in self.blocks:
-      h = block(h, c, positions, lengths)
-    shift, scale = jnp.split(self.final_ada(c), 2, axis=-1)
-    return modulate(self.final_norm(h), shift, scale)
+    return self.body(h, jax.nn.silu(self.cond(masked_mean(text, text_lengths))), lengths)
 
   def head(self, x_t, t, h):
     """x̂_0 [n, d] of noisy tokens x_t [n, d] at steps t [n] given their contexts h [n, D]."""

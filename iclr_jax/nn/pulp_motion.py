@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax.nn.dit import DiTBlock, modulate
+from iclr_jax.nn.dit import ConditionedStack
 from iclr_jax.nn.motion_transformer import TimeEmbedding
 from iclr_jax.nn.sequence_encoder import SequenceEncoder, masked_mean
 
@@ -109,19 +109,9 @@ class LatentDiT(nnx.Module):
     self.inp = nnx.Linear(latent_dim, d_model, rngs=rngs)
     self.time = TimeEmbedding(d_model, rngs=rngs)
     self.cond = nnx.Linear(cond_dim, d_model, rngs=rngs)
-    self.blocks = nnx.List([DiTBlock(d_model, num_heads, mlp_ratio, d_model,
-                                     attention="softmax", rngs=rngs)
-                            for _ in range(num_layers)])
-    self.final_norm = nnx.LayerNorm(d_model, use_scale=False, use_bias=False, rngs=rngs)
-    self.final_ada = nnx.Linear(d_model, 2 * d_model, kernel_init=nnx.initializers.zeros,
-                                rngs=rngs)
+    self.body = ConditionedStack(d_model, num_layers, num_heads, mlp_ratio, rngs=rngs)
     self.out = nnx.Linear(d_model, latent_dim, rngs=rngs)
 
   def __call__(self, x, t, text, text_lengths, lengths):
     c = jax.nn.silu(self.time(t) + self.cond(masked_mean(text, text_lengths)))
-    h = self.inp(x)
-    positions = jnp.arange(h.shape[1])
-    for block in self.blocks:
-      h = block(h, c, positions, lengths)
-    shift, scale = jnp.split(self.final_ada(c), 2, axis=-1)
-    return self.out(modulate(self.final_norm(h), shift, scale))
+    return self.out(self.body(self.inp(x), c, lengths))

@@ -17,8 +17,8 @@ def model():
                 head_width=12, head_layers=2, rngs=nnx.Rngs(0))
   # the adaLN-Zero modulations and the head's output start at zero; nudge them so every
   # path acts
-  for layer in [b.ada for b in m.blocks] + [b.ada for b in m.head_blocks] + [
-      m.final_ada, m.head_ada, m.head_out]:
+  for layer in [b.ada for b in m.body.blocks] + [b.ada for b in m.head_blocks] + [
+      m.body.final_ada, m.head_ada, m.head_out]:
     layer.kernel[...] = jnp.asarray(rng.normal(size=layer.kernel.shape) * 0.1, jnp.float32)
   return m
 

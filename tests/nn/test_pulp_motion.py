@@ -55,7 +55,7 @@ def test_latent_dit_ignores_padding(rng):
                     rngs=nnx.Rngs(1))
   # adaLN-Zero starts as the identity map of the input projection's output; nudge the
   # modulations so the blocks act
-  for block in model.blocks:
+  for block in model.body.blocks:
     block.ada.kernel[...] = jnp.asarray(rng.normal(size=block.ada.kernel.shape) * 0.1,
                                         jnp.float32)
   x = jnp.asarray(rng.normal(size=(2, 6, 7)), jnp.float32)
