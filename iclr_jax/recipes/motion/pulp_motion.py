@@ -39,13 +39,14 @@ from iclr_jax.motion import framing as framing_lib
 from iclr_jax.motion.evaluation import text_motion_metrics
 from iclr_jax.recipes.motion import data as data_lib
 from iclr_jax.recipes.motion import pulp_autoencoder, pulp_data, pulp_report
-from iclr_jax.recipes.motion.pulp_generators import (VARIANTS, channels, sampler,
-                                                     train_generator)
 from iclr_jax.recipes.motion.evaluator import (embed_in_batches, sample_in_batches,
                                                train_evaluator)
+from iclr_jax.recipes.motion.pulp_generators import (VARIANTS, channels, sampler,
+                                                     train_generator)
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import prepare_workdir
 from iclr_jax.train.study import Study
+
 
 def _labels(config) -> list[tuple[str, str, float | None]]:
   """(row label, variant, Auxiliary Sampling weight or None) of every evaluated sampler."""
