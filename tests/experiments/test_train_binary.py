@@ -34,7 +34,8 @@ runpy.run_path("experiments/train.py", run_name="__main__")
 
 def _env(devices=1):
   env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                      + f" --xla_force_host_platform_device_count={devices}").strip()
   env["JAX_PLATFORMS"] = "cpu"
   return env
 
