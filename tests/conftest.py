@@ -8,9 +8,8 @@ program, compile each program once.
 The suite is dominated by compiling many small programs that then run for a few steps, so
 XLA's CPU backend compiles them without LLVM's optimisation passes
 (`--xla_backend_optimization_level=0`: 12% less CPU time over the whole suite, up to 20%
-on the compile-bound recipe tests). Numerics do
-not depend on it: every comparison in the suite holds at either level. Set `XLA_FLAGS`
-yourself to test with another level.
+on the compile-bound recipe tests). Every comparison in the suite holds at either level.
+Set `XLA_FLAGS` yourself to test with another level.
 """
 
 import atexit
