@@ -42,15 +42,22 @@ def framing_features(joints: jax.typing.ArrayLike, cam_to_world: jax.typing.Arra
   return per_joint.reshape(per_joint.shape[:-2] + (-1,))
 
 
+def _check_w(z_shape, z_framing_shape, w: jax.Array) -> None:
+  if w.ndim != 2 or z_shape[-1] != w.shape[1] or z_framing_shape[-1] != w.shape[0]:
+    raise ValueError(f"need z [..., d], z_framing [..., k] and w [k, d]; got {z_shape}, "
+                     f"{z_framing_shape} and {w.shape}")
+
+
+def _correct(z, z_framing, w, w_pinv, weight):
+  return z + weight * (z_framing - z @ w.T) @ w_pinv.T
+
+
 def framing_correction(z: jax.Array, z_framing: jax.Array, w: jax.Array, *,
                        weight: float) -> jax.Array:
   """ẑ + weight · (ẑ_F − ẑ Wᵀ) W⁺ᵀ for z [..., d], z_framing [..., k] and W [k, d]."""
   w = jnp.asarray(w)
-  if w.ndim != 2 or z.shape[-1] != w.shape[1] or z_framing.shape[-1] != w.shape[0]:
-    raise ValueError(f"need z [..., d], z_framing [..., k] and w [k, d]; got {z.shape}, "
-                     f"{z_framing.shape} and {w.shape}")
-  residual = z_framing - z @ w.T
-  return z + weight * residual @ jnp.linalg.pinv(w).T
+  _check_w(z.shape, z_framing.shape, w)
+  return _correct(z, z_framing, w, jnp.linalg.pinv(w), weight)
 
 
 def auxiliary_sampling(denoise: Callable[[jax.Array, jax.Array], jax.Array], w: jax.Array, *,
@@ -60,11 +67,13 @@ def auxiliary_sampling(denoise: Callable[[jax.Array, jax.Array], jax.Array], w: 
   parameterization. weight 0 returns `denoise` itself (so samples equal plain CFG's)."""
   if weight == 0:
     return denoise
-  d = jnp.shape(w)[1]
+  w = jnp.asarray(w)
+  d = w.shape[1]
+  w_pinv = jnp.linalg.pinv(w)  # once per sampler, not once per step
 
   def corrected(x, t):
     out = denoise(x, t)
     z, z_framing = out[..., :d], out[..., d:]
-    return jnp.concatenate([framing_correction(z, z_framing, w, weight=weight), z_framing],
-                           axis=-1)
+    _check_w(z.shape, z_framing.shape, w)
+    return jnp.concatenate([_correct(z, z_framing, w, w_pinv, weight), z_framing], axis=-1)
   return corrected
