@@ -31,6 +31,23 @@ def summarise(rows: Sequence[Mapping], metrics: Sequence[str] = METRICS
   return out
 
 
+def save_samples(workdir: str, model: str, **arrays) -> None:
+  """Keeps a model's samples for the report's picture: `<workdir>/samples/<model>.npz`."""
+  os.makedirs(os.path.join(workdir, "samples"), exist_ok=True)
+  np.savez(os.path.join(workdir, "samples", f"{model}.npz"), **arrays)
+
+
+def load_samples(workdir: str, models: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+  """The kept samples of each of `models` that has them (see `save_samples`), in order."""
+  out = {}
+  for model in models:
+    path = os.path.join(workdir, "samples", f"{model}.npz")
+    if os.path.exists(path):
+      with np.load(path) as f:
+        out[model] = {k: f[k] for k in f.files}
+  return out
+
+
 def _cell(mean: float, half: float) -> str:
   """'mean ± half-width', or the mean alone for a single repeat."""
   return f"{mean:.3f}" if np.isnan(half) else f"{mean:.3f} ± {half:.3f}"
@@ -56,10 +73,20 @@ def stick_figures(ax, joints: np.ndarray, caption: str, every: int = 8) -> None:
   ax.axis("off")
 
 
+def write_table(workdir: str, rows, metrics: Sequence[str] = METRICS) -> tuple[dict, dict]:
+  """Writes table.md (mean ± 95% interval per model) and summary.json ({'model/metric':
+  mean}); returns (the summary by model, the flat summary)."""
+  summary = summarise(rows, metrics)
+  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(markdown(summary, metrics) + "\n")
+  flat = {f"{model}/{metric}": value[0] for model, s in summary.items()
+          for metric, value in s.items()}
+  write_json(workdir, "summary.json", flat)
+  return summary, flat
+
+
 def write(workdir: str, rows, samples: Mapping[str, tuple], stats) -> dict:
-  summary = summarise(rows)
-  with open(os.path.join(workdir, "table.md"), "w") as f:
-    f.write(markdown(summary) + "\n")
+  _, flat = write_table(workdir, rows)
   mean, std = stats
   shown = max((len(s[0]) for s in samples.values()), default=0)
   if shown:
@@ -69,7 +96,4 @@ def write(workdir: str, rows, samples: Mapping[str, tuple], stats) -> dict:
         for ax, m, n, c in zip(row, motions, lengths, captions):
           joints = np.asarray(recover_from_ric(m[:n] * std + mean))
           stick_figures(ax, joints, f"{model}: {c}")
-  flat = {f"{model}/{metric}": value[0] for model, s in summary.items()
-          for metric, value in s.items()}
-  write_json(workdir, "summary.json", flat)
   return flat

@@ -25,7 +25,6 @@ Steps, each resumed from the workdir:
 
 from __future__ import annotations
 
-import os
 
 import jax
 import jax.numpy as jnp
@@ -83,8 +82,7 @@ class _Scorer:
     """Keeps the first `config.report.samples` pairs of a row for the report's picture."""
     n = self.config.report.samples
     joints, cams = self.world(human[:n], camera[:n])
-    pulp_report.save_samples(os.path.join(self.workdir, "samples", f"{label}.npz"), joints,
-                             cams, self.test.human.lengths[:n],
+    pulp_report.save_samples(self.workdir, label, joints, cams, self.test.human.lengths[:n],
                              [self.test.joint.captions[i] for i in idx[:n]])
 
   def _framing(self, human, camera):

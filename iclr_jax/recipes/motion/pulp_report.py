@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
 from iclr_jax.motion import KINEMATIC_CHAIN, project_to_screen
 from iclr_jax.recipes.motion import motion_report
-from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure
 
 METRICS = ("r1", "r3", "fid", "matching", "cam_r1", "cam_r3", "cam_fid", "out_of_frame",
@@ -24,24 +23,13 @@ METRICS = ("r1", "r3", "fid", "matching", "cam_r1", "cam_r3", "cam_fid", "out_of
 SCREEN_LIMIT = 2.0  # the screen panel shows twice the frame, so lost actors stay visible
 
 
-def save_samples(path: str, joints, cam_to_world, lengths, captions) -> None:
-  """Stores pairs to draw: joints [n, T, 22, 3] (metres), cameras [n, T, 4, 4], lengths [n]
-  and their captions."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  np.savez(path, joints=np.asarray(joints, np.float32),
-           cam_to_world=np.asarray(cam_to_world, np.float32),
-           lengths=np.asarray(lengths, np.int32), captions=np.array(list(captions)))
-
-
-def load_samples(workdir: str, models: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
-  """The saved pairs of each of `models` that has a file under `<workdir>/samples`."""
-  out = {}
-  for model in models:
-    path = os.path.join(workdir, "samples", f"{model}.npz")
-    if os.path.exists(path):
-      with np.load(path) as f:
-        out[model] = {k: f[k] for k in f.files}
-  return out
+def save_samples(workdir: str, model: str, joints, cam_to_world, lengths, captions) -> None:
+  """Keeps a row's pairs to draw: joints [n, T, 22, 3] (metres), cameras [n, T, 4, 4],
+  lengths [n] and their captions."""
+  motion_report.save_samples(workdir, model, joints=np.asarray(joints, np.float32),
+                             cam_to_world=np.asarray(cam_to_world, np.float32),
+                             lengths=np.asarray(lengths, np.int32),
+                             captions=np.array(list(captions)))
 
 
 def draw_scene(ax, joints: np.ndarray, cam_to_world: np.ndarray, every: int = 10) -> None:
@@ -100,13 +88,8 @@ def draw_samples(path: str, samples: Mapping[str, Mapping[str, np.ndarray]], *,
 
 def write(workdir: str, rows, *, fov: float) -> dict:
   """table.md (mean ± 95% interval), summary.json and, when pairs were saved, samples.png."""
-  summary = motion_report.summarise(rows, METRICS)
-  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
-    f.write(motion_report.markdown(summary, METRICS) + "\n")
-  samples = load_samples(workdir, list(summary))
+  summary, flat = motion_report.write_table(workdir, rows, METRICS)
+  samples = motion_report.load_samples(workdir, list(summary))
   if samples:
     draw_samples(os.path.join(workdir, "samples.png"), samples, fov=fov)
-  flat = {f"{model}/{metric}": value[0] for model, s in summary.items()
-          for metric, value in s.items()}
-  write_json(workdir, "summary.json", flat)
   return flat

@@ -153,7 +153,6 @@ def train_and_evaluate(config, workdir: str):
     fns, params = train_variant(config, name, train_cond, sizes, workdir, mesh, text_dim)
     name = _label(config, name)
     generate = make_generator(config, fns, test.motions.shape[1])
-    sample_path = os.path.join(workdir, "samples", f"{name}.npz")
     for repeat in range(config.eval.repeats):
       if study.done(model=name, repeat=repeat):
         continue
@@ -162,9 +161,9 @@ def train_and_evaluate(config, workdir: str):
                                                 evaluator, real_emb, repeat, with_real)
       logging.info("%s repeat %d: %s", name, repeat, row)
       if repeat == 0:
-        os.makedirs(os.path.dirname(sample_path), exist_ok=True)
-        np.savez(sample_path, motions=motions, lengths=test.lengths[:len(motions)],
-                 captions=np.array([test.captions[i] for i in idx]))
+        motion_report.save_samples(workdir, name, motions=motions,
+                                   lengths=test.lengths[:len(motions)],
+                                   captions=np.array([test.captions[i] for i in idx]))
       study.record([{"model": name, "repeat": repeat, **row}])
       if with_real:
         study.record([{"model": "real", "repeat": repeat, **real}])
@@ -174,10 +173,6 @@ def train_and_evaluate(config, workdir: str):
 def _samples(workdir: str, rows) -> dict:
   """The saved sample motions of every model in the results (also those of earlier runs on
   this workdir, e.g. with the other text encoder), in the results' order."""
-  samples = {}
-  for name in dict.fromkeys(r["model"] for r in rows):
-    path = os.path.join(workdir, "samples", f"{name}.npz")
-    if os.path.exists(path):
-      with np.load(path) as f:
-        samples[name] = (f["motions"], f["lengths"], [str(c) for c in f["captions"]])
-  return samples
+  kept = motion_report.load_samples(workdir, list(dict.fromkeys(r["model"] for r in rows)))
+  return {name: (s["motions"], s["lengths"], [str(c) for c in s["captions"]])
+          for name, s in kept.items()}
