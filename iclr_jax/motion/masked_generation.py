@@ -40,6 +40,20 @@ def _valid(lengths: jax.Array, steps: int) -> jax.Array:
   return jnp.arange(steps)[None, :] < lengths[:, None]
 
 
+def _check_lengths(lengths) -> jax.Array:
+  lengths = jnp.asarray(lengths)
+  if lengths.ndim != 1 or not jnp.issubdtype(lengths.dtype, jnp.integer):
+    raise ValueError(f"lengths must be int [b], got {lengths.dtype} {lengths.shape}")
+  return lengths
+
+
+def _check_iterations(iterations) -> int:
+  iterations = static_number("iterations", iterations, integer=True)
+  if iterations < 1:
+    raise ArgumentError("iterations", f"{{}} must be >= 1, got {iterations}")
+  return iterations
+
+
 def _ranks(key: jax.Array, valid: jax.Array) -> jax.Array:
   """int [b, s]: a uniformly random order of each row's valid steps (ranks 0..n−1), padding
   ranked after them."""
@@ -50,6 +64,7 @@ def _ranks(key: jax.Array, valid: jax.Array) -> jax.Array:
 def training_mask(key: jax.Array, lengths: jax.Array, steps: int) -> jax.Array:
   """bool [b, steps]: the masked steps of one training batch (see module); padding (steps
   from lengths[i] on) is never masked."""
+  lengths = _check_lengths(lengths)
   k_ratio, k_order = jax.random.split(key)
   n = jnp.clip(lengths, 0, steps)
   ratio = jnp.cos(0.5 * jnp.pi * jax.random.uniform(k_ratio, lengths.shape))
@@ -59,6 +74,7 @@ def training_mask(key: jax.Array, lengths: jax.Array, steps: int) -> jax.Array:
 
 def known_after(lengths: jax.Array, iterations: int) -> jax.Array:
   """int [b, K]: how many steps of each row are known after each reveal iteration."""
+  iterations, lengths = _check_iterations(iterations), _check_lengths(lengths)
   k = np.arange(1, iterations + 1, dtype=np.float64)
   still_masked = np.cos(0.5 * np.pi * k / iterations).astype(np.float32)
   still_masked[-1] = 0.0
@@ -70,6 +86,7 @@ def reveal_iterations(key: jax.Array, lengths: jax.Array, steps: int,
                       iterations: int) -> jax.Array:
   """int [b, steps]: the iteration in [0, K) at which each valid step is revealed (a random
   order on the cosine schedule); K for padding."""
+  lengths = _check_lengths(lengths)
   ranks = _ranks(key, _valid(lengths, steps))
   known = known_after(jnp.clip(lengths, 0, steps), iterations)
   it = jnp.sum(known[:, None, :] <= ranks[..., None], axis=-1)
@@ -81,6 +98,7 @@ def masked_diffusion_loss(context: Context, head: Head, schedule: gaussian.Gauss
                           drop_probability: float = 0.1):
   """The MAR loss of a batch x0 [b, s, d] with step lengths [b] (see module); the condition
   is dropped with `drop_probability`. Returns (loss, {'loss_simple', 'mask_fraction'})."""
+  lengths = _check_lengths(lengths)
   if x0.ndim != 3 or lengths.shape != x0.shape[:1]:
     raise ValueError(f"need x0 [b, s, d] and lengths [b]; got {x0.shape} and {lengths.shape}")
   b, s, d = x0.shape
@@ -106,9 +124,7 @@ def sample_masked(context: Context, head: Head, schedule: gaussian.GaussianSched
   """Tokens [b, s, d] (zero on padding) by K = `iterations` reveal iterations, each token
   sampled by DDIM with `steps` steps over the guided head; `wrap` maps the guided token
   denoiser `(x_t [n, d], t [n]) -> x̂_0` to another (e.g. Auxiliary Sampling)."""
-  iterations = static_number("iterations", iterations, integer=True)
-  if iterations < 1:
-    raise ArgumentError("iterations", f"{{}} must be >= 1, got {iterations}")
+  iterations = _check_iterations(iterations)
   b, s, d = shape
   k_order, key = jax.random.split(key)
   reveal = reveal_iterations(k_order, lengths, s, iterations)

@@ -115,3 +115,9 @@ def test_bad_input():
   with pytest.raises(ValueError, match="iterations must be >= 1"):
     M.sample_masked(None, None, schedule, (1, 4, 2), jnp.ones(1, jnp.int32),
                     jax.random.key(0), iterations=0, steps=2)
+  with pytest.raises(ValueError, match="iterations must be >= 1"):
+    M.reveal_iterations(jax.random.key(0), jnp.ones(1, jnp.int32), 4, 0)
+  with pytest.raises(ValueError, match="lengths must be int \\[b\\]"):
+    M.training_mask(jax.random.key(0), jnp.ones((2, 1), jnp.int32), 4)
+  with pytest.raises(ValueError, match="lengths must be int \\[b\\]"):
+    M.reveal_iterations(jax.random.key(0), jnp.ones(2), 4, 2)
