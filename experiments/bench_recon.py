@@ -5,12 +5,13 @@ state baseline (fixed state tokens).
 
 For each mode and length L: the latency of processing frame L given the memory of the frames
 before it (a jitted `stream_step` / `recurrent_step`; for full attention the whole forward
-over L frames), median of repeats after a compiling run; the memory held between frames
-(the KV cache or the state, in bytes) and XLA's temporary buffer size for that step; then a
-least-squares fit of latency ∝ L^k per mode (k ≈ 0: constant, 1: linear, 2: quadratic).
+over L frames), median of repeats after a compiling run; the memory held between frames (the
+KV cache, the state, or for full attention the earlier frames themselves, in bytes) and
+XLA's temporary buffer size for that step; then a least-squares fit of latency ∝ L^k per mode (k ≈ 0: constant, 1: linear, 2: quadratic).
 
   python experiments/bench_recon.py [--lengths=4,8,16,32,64 --window=5 --repeats=5]
-Writes bench_results/recon.json and prints a table. CPU-sized default config.
+Writes bench_results/recon.json and recon.png (latency and memory against L) and prints a
+table. CPU-sized default config.
 """
 
 from __future__ import annotations
@@ -19,18 +20,21 @@ import json
 import os
 
 import jax
+import matplotlib.ticker
 import numpy as np
 from absl import app, flags
 from flax import nnx
 
 from iclr_jax import recon
 from iclr_jax.train import cli
+from iclr_jax.train.study import figure
 
 _LENGTHS = flags.DEFINE_list("lengths", ["4", "8", "16", "32", "64"], "Sequence lengths.")
 _MODES = flags.DEFINE_list("modes", ["causal", "window", "full", "recurrent"], "Mechanisms.")
 _WINDOW = flags.DEFINE_integer("window", 5, "Window of the window mode.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs (median reported).")
 _OUT = flags.DEFINE_string("out", "bench_results/recon.json", "JSON output.")
+_PLOT = flags.DEFINE_string("plot", "bench_results/recon.png", "Latency plot ('' for none).")
 cli.validate_list(_LENGTHS)
 cli.validate_list(_MODES, kind="choices", choices=("causal", "window", "full", "recurrent"))
 
@@ -52,7 +56,7 @@ def measure(mode: str, length: int, window: int, repeats: int) -> dict:
   frames = jax.random.uniform(jax.random.key(1), (1, length, h, w, 3))
   if mode == "full":
     step = jax.jit(lambda st, f: nnx.merge(graph, st)(f, attention="full"))
-    args, memory = (state, frames), 0
+    args, memory = (state, frames), _nbytes(frames[:, :-1])  # it must keep the frames
   elif mode == "recurrent":
     _, carried = model.stream(frames[:, :-1])
     step = jax.jit(lambda st, f, c: nnx.merge(graph, st).recurrent_step(f, c, first=False))
@@ -73,6 +77,23 @@ def growth(rows, mode) -> float:
     return float("nan")
   x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
   return float(np.polyfit(x, y, 1)[0])
+
+
+def plot(path: str, rows, fits) -> None:
+  """Latency per frame and memory held between frames against length, log-log, per mode."""
+  with figure(path, 1, 2, figsize=(11, 4)) as (left, right):
+    for mode, k in fits.items():
+      mine = [r for r in rows if r["mode"] == mode]
+      lengths = [r["length"] for r in mine]
+      left.plot(lengths, [r["ms_per_frame"] for r in mine], "o-", label=f"{mode} (L^{k:.2f})")
+      right.plot(lengths, [max(r["memory_bytes"], 1) / 2**10 for r in mine], "o-", label=mode)
+    for ax, label in ((left, "ms per frame"), (right, "memory between frames (KiB)")):
+      ax.set(xscale="log", yscale="log", xlabel="frames so far (L)", ylabel=label)
+      ax.set_xticks(lengths, [str(n) for n in lengths])
+      ax.set_xticks([], minor=True)
+      ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+      ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+      ax.legend()
 
 
 def main(argv):
@@ -98,6 +119,9 @@ def main(argv):
     json.dump({"rows": rows, "growth_exponent": fits, "window": _WINDOW.value,
                "config": str(recon.Config()), "backend": jax.default_backend()}, f, indent=1)
   print(f"wrote {_OUT.value}")
+  if _PLOT.value:
+    plot(_PLOT.value, rows, fits)
+    print(f"wrote {_PLOT.value}")
 
 
 if __name__ == "__main__":

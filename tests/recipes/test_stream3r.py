@@ -4,10 +4,12 @@ metrics and per-frame errors, a restart adds no row, bad config is refused."""
 import math
 import os
 
+import numpy as np
 import pytest
 
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import run_experiment
+from iclr_jax.recipes.recon import stream3r_report
 from iclr_jax.train.metrics import read_jsonl
 from tests.recipes.config_files import smoke_config
 
@@ -24,6 +26,13 @@ def test_smoke_study_runs_and_resumes(tmp_path):
   for r in rows:
     assert len(r["pointmap_error_per_frame"]) == 5
     assert all(math.isfinite(r[k]) for k in ("pointmap_error", "depth_abs_rel", "ate"))
+    # 2 scenes of each kind; the row's means are the means of its per-scene values
+    for metric, scenes in stream3r_report.PER_SCENE.items():
+      assert len(r[scenes]) == 2
+      np.testing.assert_allclose(r[metric], np.mean(r[scenes]), rtol=1e-6)
+  table = open(os.path.join(workdir, "table.md"), encoding="utf-8").read()
+  assert table.count("| causal |") == 2 and " ± " in table
+  assert os.path.getsize(os.path.join(workdir, "pointmap_error.png")) > 0
   assert run_experiment(config, workdir) == first
   assert len(read_jsonl(os.path.join(workdir, "results.jsonl"))) == len(rows)
 

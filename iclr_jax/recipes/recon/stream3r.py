@@ -13,7 +13,9 @@ Steps, each resumed from the workdir:
    (mean ‖x̂/ŝ − x/s‖ over valid pixels, each map normalised by its sequence's mean norm),
    depth AbsRel after median scaling, and the trajectory error (ATE after Sim(3)) of the
    camera centres from the predicted pose encodings. Rows go to results.jsonl (unit =
-   variant × length × kind); the report writes table.md and summary.json.
+   variant × length × kind, with each value per scene); the report
+   (`stream3r_report`) writes table.md (mean ± 95% interval over scenes), pointmap_error.png
+   and summary.json.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from flax import nnx
 from iclr_jax import recon
 from iclr_jax.errors import ConfigError
 from iclr_jax.nn.functional import model_functions
+from iclr_jax.recipes.recon import stream3r_report
 from iclr_jax.recon import scenes
 from iclr_jax.train import mesh as mesh_lib
-from iclr_jax.train.loop import fit, prepare_workdir, write_json
-from iclr_jax.train.study import Study, markdown_table
+from iclr_jax.train.loop import fit, prepare_workdir
+from iclr_jax.train.study import Study
 
 VARIANTS = ("causal", "window", "full", "recurrent")
 
@@ -110,7 +113,8 @@ def _normalised(points, valid):
 
 
 def evaluate(config, fns, params, variant, data) -> dict:
-  """Per-frame pointmap error [s], mean depth AbsRel and ATE over the sequences of `data`."""
+  """Means over the sequences of `data` of the pointmap error (with its value per frame
+  index), depth AbsRel and ATE, and each one's value per sequence (`*_per_scene`)."""
   forward = jax.jit(lambda p, f: _forward(config, variant)(fns.module(p), f))
   preds = [forward(params, data["frames"][i:i + config.eval_batch])
            for i in range(0, len(data["frames"]), config.eval_batch)]
@@ -119,18 +123,21 @@ def evaluate(config, fns, params, variant, data) -> dict:
   valid = jnp.asarray(data["valid"])
   err = jnp.linalg.norm(_normalised(pred["points"], valid) - _normalised(data["points"], valid),
                         axis=-1)
-  per_frame = (jnp.where(valid, err, 0).sum((2, 3)) / jnp.maximum(valid.sum((2, 3)), 1)).mean(0)
-  abs_rel = np.mean([float(recon.depth_metrics(pred["depth"][i, t], data["depth"][i, t],
-                                               valid[i, t], median_scale=True)["abs_rel"])
-                     for i in range(len(valid)) for t in range(valid.shape[1])])
+  per_frame = np.asarray(jnp.where(valid, err, 0).sum((2, 3))
+                         / jnp.maximum(valid.sum((2, 3)), 1))  # [n, s]
+  abs_rel = np.array([[float(recon.depth_metrics(pred["depth"][i, t], data["depth"][i, t],
+                                                 valid[i, t], median_scale=True)["abs_rel"])
+                       for t in range(valid.shape[1])] for i in range(len(valid))])
   centres = recon.losses.pose_encoding_centres(pred["pose"])
   first = data["cam_to_world"][:, :1]
   gt_rel = np.linalg.inv(first) @ data["cam_to_world"]  # cameras in frame 0's camera
-  ate = np.mean([float(recon.absolute_trajectory_error(
+  ate = np.array([float(recon.absolute_trajectory_error(
       _poses_from_centres(np.asarray(centres[i])), gt_rel[i])) for i in range(len(valid))])
   return {"pointmap_error": float(per_frame.mean()),
-          "pointmap_error_per_frame": [float(v) for v in per_frame],
-          "depth_abs_rel": float(abs_rel), "ate": float(ate)}
+          "pointmap_error_per_frame": per_frame.mean(0).tolist(),
+          "pointmap_error_per_scene": per_frame.mean(1).tolist(),
+          "depth_abs_rel": float(abs_rel.mean()), "abs_rel_per_scene": abs_rel.mean(1).tolist(),
+          "ate": float(ate.mean()), "ate_per_scene": ate.tolist()}
 
 
 def _poses_from_centres(centres: np.ndarray) -> np.ndarray:
@@ -160,18 +167,6 @@ def train_and_evaluate(config, workdir: str):
         part = {k: v[rows] for k, v in data.items()}
         row = evaluate(config, fns, params, variant, part)
         logging.info("%s length %d %s: %s", variant, length, kind,
-                     {k: v for k, v in row.items() if k != "pointmap_error_per_frame"})
+                     {k: v for k, v in row.items() if not isinstance(v, list)})
         study.record([{"variant": variant, "length": length, "kind": kind, **row}])
-  return _report(workdir, study.rows)
-
-
-def _report(workdir: str, rows) -> dict:
-  columns = [("variant", "{variant}", "---"), ("length", "{length}"), ("kind", "{kind}", "---"),
-             ("pointmap error", "{pointmap_error:.4f}"), ("depth AbsRel", "{depth_abs_rel:.4f}"),
-             ("ATE", "{ate:.4f}")]
-  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
-    f.write(markdown_table(rows, columns) + "\n")
-  summary = {f"{r['variant']}/{r['length']}/{r['kind']}/pointmap_error": r["pointmap_error"]
-             for r in rows}
-  write_json(workdir, "summary.json", summary)
-  return summary
+  return stream3r_report.write(workdir, study.rows)
