@@ -11,8 +11,9 @@ Steps, each resumed from the workdir:
    and 'recurrent', the `RecurrentRecon`), `config.steps` steps of `recon.stream3r_loss`;
 3. per variant, length and scene kind (static / dynamic): the pointmap error per frame index
    (mean ‖x̂/ŝ − x/s‖ over valid pixels, each map normalised by its sequence's mean norm),
-   depth AbsRel after median scaling, and the trajectory error (ATE after Sim(3)) of the
-   camera centres from the predicted pose encodings. Rows go to results.jsonl (unit =
+   depth AbsRel and δ < 1.25 after median scaling, and the trajectory error (ATE after Sim(3)) of the
+   camera centres from the predicted pose encodings; the same for the input-blind prior
+   (`prior_prediction`: per-pixel mean training maps), without ATE. Rows go to results.jsonl (unit =
    variant × length × kind, with each value per scene); the report
    (`stream3r_report`) writes table.md (mean ± 95% interval over scenes), pointmap_error.png
    and summary.json.
@@ -20,6 +21,7 @@ Steps, each resumed from the workdir:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -112,32 +114,65 @@ def _normalised(points, valid):
   return recon.losses.normalize_points(jnp.asarray(points), jnp.asarray(valid))[0]
 
 
-def evaluate(config, fns, params, variant, data) -> dict:
-  """Means over the sequences of `data` of the pointmap error (with its value per frame
-  index), depth AbsRel and ATE, and each one's value per sequence (`*_per_scene`)."""
+def predict(config, fns, params, variant, frames) -> dict:
+  """The variant's outputs for frames [n, s, H, W, 3], `config.eval_batch` sequences at a time."""
   forward = jax.jit(lambda p, f: _forward(config, variant)(fns.module(p), f))
-  preds = [forward(params, data["frames"][i:i + config.eval_batch])
-           for i in range(0, len(data["frames"]), config.eval_batch)]
-  pred = {k: jnp.concatenate([p[k] for p in preds], axis=2 if k == "pose_encodings" else 0)
+  preds = [forward(params, frames[i:i + config.eval_batch])
+           for i in range(0, len(frames), config.eval_batch)]
+  return {k: jnp.concatenate([p[k] for p in preds], axis=2 if k == "pose_encodings" else 0)
           for k in preds[0]}
+
+
+def prior_prediction(train: dict, shape: tuple[int, ...]) -> dict:
+  """The input-blind reference: per pixel, the mean over the training sequences of their
+  normalised pointmaps and of their depth maps divided by the sequence's mean depth (frame 0
+  apart from the later frames), repeated to `shape` = (n, s) sequences × frames."""
+  valid = train["valid"].astype(np.float64)
+  points = np.asarray(_normalised(train["points"], train["valid"]), np.float64)
+  depth = np.where(train["valid"], train["depth"], 0.0)
+  depth = depth / np.maximum(depth.sum((1, 2, 3)) / np.maximum(valid.sum((1, 2, 3)), 1),
+                             1e-6)[:, None, None, None]
+
+  def pixel_mean(x, frames):  # x [n, s, H, W, ...] -> [H, W, ...] over valid entries
+    w = valid[:, frames].reshape(valid[:, frames].shape + (1,) * (x.ndim - 4))
+    return (x[:, frames] * w).sum((0, 1)) / np.maximum(w.sum((0, 1)), 1)
+
+  out = {}
+  for key, x in (("points", points), ("depth", depth)):
+    first, rest = pixel_mean(x, slice(0, 1)), pixel_mean(x, slice(1, None))
+    seq = np.concatenate([first[None], np.repeat(rest[None], shape[1] - 1, 0)])
+    out[key] = jnp.asarray(np.broadcast_to(seq, shape + seq.shape[1:]), jnp.float32)
+  return out
+
+
+_depth_metrics = jax.jit(jax.vmap(jax.vmap(functools.partial(recon.depth_metrics,
+                                                           median_scale=True))))
+
+
+def score(pred: dict, data: dict) -> dict:
+  """Means over the sequences of `data` of the pointmap error (with its value per frame index),
+  depth AbsRel and δ < 1.25 and, where `pred` has poses, the ATE; each also per sequence
+  (`*_per_scene`)."""
   valid = jnp.asarray(data["valid"])
   err = jnp.linalg.norm(_normalised(pred["points"], valid) - _normalised(data["points"], valid),
                         axis=-1)
   per_frame = np.asarray(jnp.where(valid, err, 0).sum((2, 3))
                          / jnp.maximum(valid.sum((2, 3)), 1))  # [n, s]
-  abs_rel = np.array([[float(recon.depth_metrics(pred["depth"][i, t], data["depth"][i, t],
-                                                 valid[i, t], median_scale=True)["abs_rel"])
-                       for t in range(valid.shape[1])] for i in range(len(valid))])
-  centres = recon.losses.pose_encoding_centres(pred["pose"])
-  first = data["cam_to_world"][:, :1]
-  gt_rel = np.linalg.inv(first) @ data["cam_to_world"]  # cameras in frame 0's camera
-  ate = np.array([float(recon.absolute_trajectory_error(
-      _poses_from_centres(np.asarray(centres[i])), gt_rel[i])) for i in range(len(valid))])
-  return {"pointmap_error": float(per_frame.mean()),
-          "pointmap_error_per_frame": per_frame.mean(0).tolist(),
-          "pointmap_error_per_scene": per_frame.mean(1).tolist(),
-          "depth_abs_rel": float(abs_rel.mean()), "abs_rel_per_scene": abs_rel.mean(1).tolist(),
-          "ate": float(ate.mean()), "ate_per_scene": ate.tolist()}
+  depth = _depth_metrics(pred["depth"], jnp.asarray(data["depth"]), valid)  # each [n, s]
+  abs_rel, delta = np.asarray(depth["abs_rel"]), np.asarray(depth["delta_1.25"])
+  row = {"pointmap_error": float(per_frame.mean()),
+         "pointmap_error_per_frame": per_frame.mean(0).tolist(),
+         "pointmap_error_per_scene": per_frame.mean(1).tolist(),
+         "depth_abs_rel": float(abs_rel.mean()), "abs_rel_per_scene": abs_rel.mean(1).tolist(),
+         "depth_delta": float(delta.mean()), "delta_per_scene": delta.mean(1).tolist()}
+  if "pose" in pred:
+    centres = recon.losses.pose_encoding_centres(pred["pose"])
+    first = data["cam_to_world"][:, :1]
+    gt_rel = np.linalg.inv(first) @ data["cam_to_world"]  # cameras in frame 0's camera
+    ate = np.array([float(recon.absolute_trajectory_error(
+        _poses_from_centres(np.asarray(centres[i])), gt_rel[i])) for i in range(len(valid))])
+    row.update(ate=float(ate.mean()), ate_per_scene=ate.tolist())
+  return row
 
 
 def _poses_from_centres(centres: np.ndarray) -> np.ndarray:
@@ -158,14 +193,18 @@ def train_and_evaluate(config, workdir: str):
   train = render_set(config, d.train_scenes, d.train_frames, config.seed)
   held_out = {n: render_set(config, d.eval_scenes, n, config.seed + 1) for n in d.eval_lengths}
   study = Study(workdir, key=("variant", "length", "kind"))
-  for variant in config.variants:
-    fns, params = train_variant(config, variant, train, workdir, mesh)
+  for variant in (*config.variants, "prior"):
+    if variant == "prior":
+      predict_fn = lambda frames: prior_prediction(train, frames.shape[:2])
+    else:
+      fns, params = train_variant(config, variant, train, workdir, mesh)
+      predict_fn = lambda frames, f=fns, p=params, v=variant: predict(config, f, p, v, frames)
     for length, data in held_out.items():
       for kind, rows in (("static", ~data["dynamic"]), ("dynamic", data["dynamic"])):
         if study.done(variant=variant, length=length, kind=kind) or not rows.any():
           continue
         part = {k: v[rows] for k, v in data.items()}
-        row = evaluate(config, fns, params, variant, part)
+        row = score(predict_fn(part["frames"]), part)
         logging.info("%s length %d %s: %s", variant, length, kind,
                      {k: v for k, v in row.items() if not isinstance(v, list)})
         study.record([{"variant": variant, "length": length, "kind": kind, **row}])

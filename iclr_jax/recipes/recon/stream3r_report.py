@@ -17,9 +17,9 @@ from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure, markdown_table
 
 PER_SCENE = {"pointmap_error": "pointmap_error_per_scene", "depth_abs_rel": "abs_rel_per_scene",
-             "ate": "ate_per_scene"}
+             "depth_delta": "delta_per_scene", "ate": "ate_per_scene"}
 COLOURS = {"causal": "tab:blue", "window": "tab:orange", "full": "tab:green",
-           "recurrent": "tab:red"}
+           "recurrent": "tab:red", "prior": "0.5"}
 
 
 def half_width(values: Sequence[float]) -> float:
@@ -30,6 +30,8 @@ def half_width(values: Sequence[float]) -> float:
 
 def _cell(metric: str, digits: int = 4):
   def cell(row: Mapping) -> str:
+    if metric not in row:
+      return "—"
     scenes = row.get(PER_SCENE[metric])
     if not scenes:
       return f"{row[metric]:.{digits}f}"
@@ -43,7 +45,8 @@ def table(rows: Sequence[Mapping]) -> str:
              ("pointmap error", _cell("pointmap_error")),
              ("frame 0", lambda r: f"{r['pointmap_error_per_frame'][0]:.4f}"),
              ("last frame", lambda r: f"{r['pointmap_error_per_frame'][-1]:.4f}"),
-             ("depth AbsRel", _cell("depth_abs_rel")), ("ATE", _cell("ate"))]
+             ("depth AbsRel", _cell("depth_abs_rel")), ("depth δ<1.25", _cell("depth_delta")),
+             ("ATE", _cell("ate"))]
   return markdown_table(rows, columns)
 
 
@@ -57,7 +60,8 @@ def plot(path: str, rows: Sequence[Mapping]) -> None:
       for v in variants:
         for r in rows:
           if (r["variant"], r["length"], r["kind"]) == (v, longest, kind):
-            ax.plot(r["pointmap_error_per_frame"], color=COLOURS.get(v), label=v)
+            ax.plot(r["pointmap_error_per_frame"], color=COLOURS.get(v), label=v,
+                    ls="--" if v == "prior" else "-")
       ax.set(title=f"{kind} scenes, {longest} frames", xlabel="frame index",
              ylabel="pointmap error (normalised)")
       ax.legend()
@@ -66,7 +70,7 @@ def plot(path: str, rows: Sequence[Mapping]) -> None:
       mine = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["length"])
       lengths = sorted({r["length"] for r in mine})
       means = [np.mean([r["pointmap_error"] for r in mine if r["length"] == n]) for n in lengths]
-      ax.plot(lengths, means, "o-", color=COLOURS.get(v), label=v)
+      ax.plot(lengths, means, "o--" if v == "prior" else "o-", color=COLOURS.get(v), label=v)
     ax.set(xscale="log", title="mean over frames and scenes", xlabel="sequence length",
            ylabel="pointmap error (normalised)")
     lengths = sorted({r["length"] for r in rows})
@@ -82,6 +86,6 @@ def write(workdir: str, rows: Sequence[Mapping]) -> dict:
   if rows:
     plot(os.path.join(workdir, "pointmap_error.png"), rows)
   summary = {f"{r['variant']}/{r['length']}/{r['kind']}/{m}": r[m]
-             for r in rows for m in PER_SCENE}
+             for r in rows for m in PER_SCENE if m in r}
   write_json(workdir, "summary.json", summary)
   return summary
