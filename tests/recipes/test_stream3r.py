@@ -99,3 +99,21 @@ def test_prior_is_the_per_pixel_mean_of_normalised_training_maps():
       for t in out:
         np.testing.assert_allclose(prior["points"][b, t], expected_p, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(prior["depth"][b, t], expected_d, rtol=1e-4, atol=1e-5)
+
+
+def test_paired_differences_match_numpy():
+  rng = np.random.default_rng(0)
+  rows, values = [], {}
+  for variant in ("causal", "recurrent"):
+    for kind in ("static", "dynamic"):
+      v = rng.normal(size=(3, 4))  # one per-scene vector per metric
+      values[variant, kind] = v
+      rows.append({"variant": variant, "length": 8, "kind": kind, **{
+          key: list(v[i]) for i, key in enumerate(("pointmap_error_per_scene",
+                                                   "abs_rel_per_scene", "delta_per_scene"))}})
+  (row,) = stream3r_report.paired(rows)
+  assert row["variant"] == "recurrent" and "ate" not in row
+  for i, metric in enumerate(("pointmap_error", "depth_abs_rel", "depth_delta")):
+    diff = np.concatenate([values["recurrent", k][i] - values["causal", k][i]
+                           for k in ("dynamic", "static")])
+    np.testing.assert_allclose(row[metric], (diff.mean(), 1.96 * diff.std() / np.sqrt(8)))

@@ -50,6 +50,44 @@ def table(rows: Sequence[Mapping]) -> str:
   return markdown_table(rows, columns)
 
 
+def paired(rows: Sequence[Mapping], *, reference: str = "causal") -> list[dict]:
+  """Per variant other than `reference` and per length: the mean over held-out scenes (both
+  kinds pooled) of variant − reference for each metric, with its 95% half-width. Every
+  variant sees the same scenes, so the paired difference removes the scene-to-scene spread
+  that dominates the per-row intervals. Negative = the variant's value is lower (better for
+  the errors, worse for δ < 1.25)."""
+  def scenes(variant, length, metric):
+    mine = [r for r in rows if (r["variant"], r["length"]) == (variant, length)]
+    mine.sort(key=lambda r: r["kind"])
+    if not mine or any(PER_SCENE[metric] not in r for r in mine):
+      return None
+    return np.concatenate([r[PER_SCENE[metric]] for r in mine])
+
+  out = []
+  for variant in dict.fromkeys(r["variant"] for r in rows):
+    if variant == reference:
+      continue
+    for length in sorted({r["length"] for r in rows}):
+      row: dict = {"variant": variant, "length": length}
+      for metric in PER_SCENE:
+        a, b = scenes(variant, length, metric), scenes(reference, length, metric)
+        if a is not None and b is not None and len(a) == len(b):
+          row[metric] = (float((a - b).mean()), half_width(a - b))
+      out.append(row)
+  return out
+
+
+def paired_table(rows: Sequence[Mapping], *, reference: str = "causal") -> str:
+  def cell(metric):
+    return lambda r: ("—" if metric not in r else
+                      f"{r[metric][0]:+.4f} ± {r[metric][1]:.4f}")
+  columns = [("variant − " + reference, "{variant}", "---"), ("length", "{length}"),
+             ("pointmap error", cell("pointmap_error")),
+             ("depth AbsRel", cell("depth_abs_rel")), ("depth δ<1.25", cell("depth_delta")),
+             ("ATE", cell("ate"))]
+  return markdown_table(paired(rows, reference=reference), columns)
+
+
 def plot(path: str, rows: Sequence[Mapping]) -> None:
   """Three panels: pointmap error per frame index at the longest length for static and for
   dynamic scenes, and the mean error against sequence length (both kinds pooled)."""
@@ -80,9 +118,12 @@ def plot(path: str, rows: Sequence[Mapping]) -> None:
 
 
 def write(workdir: str, rows: Sequence[Mapping]) -> dict:
-  """table.md, pointmap_error.png and summary.json ({variant/length/kind/metric: mean})."""
+  """table.md (the rows, then the differences paired by scene against the causal model when
+  it ran), pointmap_error.png and summary.json ({variant/length/kind/metric: mean})."""
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(table(rows) + "\n")
+    if any(r["variant"] == "causal" for r in rows):
+      f.write("\nPaired by scene, against the causal model:\n\n" + paired_table(rows) + "\n")
   if rows:
     plot(os.path.join(workdir, "pointmap_error.png"), rows)
   summary = {f"{r['variant']}/{r['length']}/{r['kind']}/{m}": r[m]
