@@ -1,6 +1,7 @@
 """STream3R's losses against a NumPy transcription of the reference code (boolean selections,
 per-group quantile filtering, the multi-scale gradient loss, the pose encoding)."""
 
+import chex
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -59,52 +60,59 @@ def np_conf_loss(pred, conf, gt, valid, gamma=1.0, alpha=0.2, q=0.98):
   return loss, grad
 
 
-def test_confidence_loss_matches_numpy(rng):
-  b, s, h, w = 2, 3, 24, 24  # the first frame group (< 1,000 values) is not filtered, the rest is
-  gt = rng.normal(size=(b, s, h, w, 3)) + [0, 0, 4]
-  pred = gt + rng.standard_t(2, size=gt.shape) * 0.3  # heavy tails: the filter matters
-  conf = 1 + np.exp(rng.normal(size=(b, s, h, w)))
-  valid = rng.uniform(size=(b, s, h, w)) > 0.2
-  got = L.confidence_loss(pred.astype(np.float32), conf.astype(np.float32),
-                          gt.astype(np.float32), valid)
-  want_conf, want_grad = np_conf_loss(pred, conf, gt, valid)
-  np.testing.assert_allclose(got["loss_conf"], want_conf, rtol=2e-4)
-  np.testing.assert_allclose(got["loss_grad"], want_grad, rtol=2e-4)
-  depth = L.confidence_loss(pred[..., 2:].astype(np.float32), conf.astype(np.float32),
-                            gt[..., 2:].astype(np.float32), valid)
-  want = np_conf_loss(pred[..., 2:], conf, gt[..., 2:], valid)
-  np.testing.assert_allclose([depth["loss_conf"], depth["loss_grad"]], want, rtol=2e-4)
+class LossesMatchNumpy(chex.TestCase):
+  """Each with and without `jit`."""
 
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_confidence_loss_matches_numpy(self):
+    rng = np.random.default_rng(0)
+    b, s, h, w = 2, 3, 24, 24  # the first frame group (< 1,000 values) is not filtered, the rest is
+    gt = rng.normal(size=(b, s, h, w, 3)) + [0, 0, 4]
+    pred = gt + rng.standard_t(2, size=gt.shape) * 0.3  # heavy tails: the filter matters
+    conf = 1 + np.exp(rng.normal(size=(b, s, h, w)))
+    valid = rng.uniform(size=(b, s, h, w)) > 0.2
+    loss = self.variant(L.confidence_loss)
+    got = loss(pred.astype(np.float32), conf.astype(np.float32), gt.astype(np.float32), valid)
+    want_conf, want_grad = np_conf_loss(pred, conf, gt, valid)
+    np.testing.assert_allclose(got["loss_conf"], want_conf, rtol=2e-4)
+    np.testing.assert_allclose(got["loss_grad"], want_grad, rtol=2e-4)
+    depth = loss(pred[..., 2:].astype(np.float32), conf.astype(np.float32),
+                 gt[..., 2:].astype(np.float32), valid)
+    want = np_conf_loss(pred[..., 2:], conf, gt[..., 2:], valid)
+    np.testing.assert_allclose([depth["loss_conf"], depth["loss_grad"]], want, rtol=2e-4)
 
-def test_pose_encoding_and_camera_loss(rng):
-  b, s = 2, 4
-  poses = np.tile(np.eye(4), (b, s, 1, 1))
-  poses[..., :3, :3] = Rotation.random(b * s, random_state=3).as_matrix().reshape(b, s, 3, 3)
-  poses[..., :3, 3] = rng.normal(size=(b, s, 3))
-  k = np.tile(np.array([[50.0, 0, 16], [0, 60.0, 12], [0, 0, 1]]), (b, s, 1, 1))
-  scale = np.array([2.0, 0.5])
-  enc = np.asarray(L.pose_encoding(poses, k, (24, 32), scale))
-  w2c = np.linalg.inv(np.linalg.inv(poses[:, :1]) @ poses)
-  quat = Rotation.from_matrix(w2c[..., :3, :3].reshape(-1, 3, 3)).as_quat().reshape(b, s, 4)
-  quat = np.where(quat[..., 3:] < 0, -quat, quat)  # xyzw with w >= 0
-  np.testing.assert_allclose(enc[..., :3], w2c[..., :3, 3] / scale[:, None, None], atol=1e-5)
-  np.testing.assert_allclose(enc[..., 3:7], quat, atol=1e-5)
-  np.testing.assert_allclose(enc[..., 7], 2 * np.arctan(12 / 60.0), atol=1e-6)
-  np.testing.assert_allclose(enc[..., 8], 2 * np.arctan(16 / 50.0), atol=1e-6)
-  preds = enc[None] + rng.normal(size=(3, b, s, 9)) * 0.1
-  pred_scale = np.array([1.5, 0.7])
-  preds_scaled = preds.copy()
-  preds_scaled[..., :3] *= pred_scale[None, :, None, None]  # undone by the loss
-  got = L.camera_loss(preds_scaled, poses, k, (24, 32), scale, pred_scale)
-  weights = 0.6 ** np.array([2, 1, 0])
-  diff = np.abs(preds - enc[None])
-  want_t = sum(w * diff[i, ..., :3].mean() for i, w in enumerate(weights)) / 3
-  want_r = sum(w * diff[i, ..., 3:7].mean() for i, w in enumerate(weights)) / 3
-  want_f = sum(w * diff[i, ..., 7:].mean() for i, w in enumerate(weights)) / 3
-  np.testing.assert_allclose([got["loss_T"], got["loss_R"], got["loss_fl"]],
-                             [want_t, want_r, want_f], rtol=1e-4)
-  np.testing.assert_allclose(got["loss_camera"], want_t + want_r + 0.5 * want_f, rtol=1e-4)
-
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_pose_encoding_and_camera_loss(self):
+    rng = np.random.default_rng(1)
+    b, s = 2, 4
+    poses = np.tile(np.eye(4), (b, s, 1, 1))
+    poses[..., :3, :3] = Rotation.random(b * s, random_state=3).as_matrix().reshape(b, s, 3, 3)
+    poses[..., :3, 3] = rng.normal(size=(b, s, 3))
+    k = np.tile(np.array([[50.0, 0, 16], [0, 60.0, 12], [0, 0, 1]]), (b, s, 1, 1))
+    scale = np.array([2.0, 0.5])
+    enc = np.asarray(self.variant(
+        lambda c, k, sc: L.pose_encoding(c, k, (24, 32), sc))(poses, k, scale))
+    w2c = np.linalg.inv(np.linalg.inv(poses[:, :1]) @ poses)
+    quat = Rotation.from_matrix(w2c[..., :3, :3].reshape(-1, 3, 3)).as_quat().reshape(b, s, 4)
+    quat = np.where(quat[..., 3:] < 0, -quat, quat)  # xyzw with w >= 0
+    np.testing.assert_allclose(enc[..., :3], w2c[..., :3, 3] / scale[:, None, None], atol=1e-5)
+    np.testing.assert_allclose(enc[..., 3:7], quat, atol=1e-5)
+    np.testing.assert_allclose(enc[..., 7], 2 * np.arctan(12 / 60.0), atol=1e-6)
+    np.testing.assert_allclose(enc[..., 8], 2 * np.arctan(16 / 50.0), atol=1e-6)
+    preds = enc[None] + rng.normal(size=(3, b, s, 9)) * 0.1
+    pred_scale = np.array([1.5, 0.7])
+    preds_scaled = preds.copy()
+    preds_scaled[..., :3] *= pred_scale[None, :, None, None]  # undone by the loss
+    got = self.variant(lambda p, c, k, sc, ps: L.camera_loss(p, c, k, (24, 32), sc, ps))(
+        preds_scaled, poses, k, scale, pred_scale)
+    weights = 0.6 ** np.array([2, 1, 0])
+    diff = np.abs(preds - enc[None])
+    want_t = sum(w * diff[i, ..., :3].mean() for i, w in enumerate(weights)) / 3
+    want_r = sum(w * diff[i, ..., 3:7].mean() for i, w in enumerate(weights)) / 3
+    want_f = sum(w * diff[i, ..., 7:].mean() for i, w in enumerate(weights)) / 3
+    np.testing.assert_allclose([got["loss_T"], got["loss_R"], got["loss_fl"]],
+                               [want_t, want_r, want_f], rtol=1e-4)
+    np.testing.assert_allclose(got["loss_camera"], want_t + want_r + 0.5 * want_f, rtol=1e-4)
 
 def test_total_loss_is_the_sum_with_the_depth_scales(rng):
   b, s, h, w = 1, 2, 8, 8

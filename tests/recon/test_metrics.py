@@ -49,11 +49,43 @@ def test_reflection_is_never_returned(rng):
   np.testing.assert_allclose(np.linalg.det(np.asarray(r)), 1.0, atol=1e-5)
 
 
-def test_accuracy_completeness_match_a_kd_tree(rng):
-  pred, gt = rng.normal(size=(1500, 3)), rng.normal(size=(700, 3)) * 1.2
-  acc, comp = recon.accuracy_completeness(pred, gt)
-  np.testing.assert_allclose(acc, cKDTree(gt).query(pred)[0].mean(), rtol=1e-4)
-  np.testing.assert_allclose(comp, cKDTree(pred).query(gt)[0].mean(), rtol=1e-4)
+class MetricsMatchReferences(chex.TestCase):
+  """Accuracy / completeness, ATE and depth metrics, each with and without `jit`."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_accuracy_completeness_match_a_kd_tree(self):
+    rng = np.random.default_rng(0)
+    pred, gt = rng.normal(size=(1500, 3)), rng.normal(size=(700, 3)) * 1.2
+    acc, comp = self.variant(recon.accuracy_completeness)(pred, gt)
+    np.testing.assert_allclose(acc, cKDTree(gt).query(pred)[0].mean(), rtol=1e-4)
+    np.testing.assert_allclose(comp, cKDTree(pred).query(gt)[0].mean(), rtol=1e-4)
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_absolute_trajectory_error_matches_numpy(self):
+    rng = np.random.default_rng(1)
+    gt = trajectory(rng)
+    noisy = gt.copy()
+    noisy[:, :3, 3] += rng.normal(size=(len(gt), 3)) * 0.1
+    s, r, t = numpy_umeyama(noisy[:, :3, 3], gt[:, :3, 3])
+    aligned = s * noisy[:, :3, 3] @ r.T + t
+    want = np.sqrt(((aligned - gt[:, :3, 3]) ** 2).sum(1).mean())
+    np.testing.assert_allclose(self.variant(recon.absolute_trajectory_error)(noisy, gt), want,
+                               rtol=1e-4)
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_depth_metrics(self):
+    rng = np.random.default_rng(2)
+    gt = rng.uniform(0.5, 5.0, size=(8, 9))
+    gt[0, :3] = 0.0  # invalid pixels
+    pred = gt * rng.uniform(0.7, 1.4, size=gt.shape)
+    got = self.variant(recon.depth_metrics)(pred, gt)
+    v = gt > 0
+    np.testing.assert_allclose(got["abs_rel"], np.mean(np.abs(pred - gt)[v] / gt[v]),
+                               rtol=1e-5)
+    ratio = np.maximum(pred[v] / gt[v], gt[v] / pred[v])
+    np.testing.assert_allclose(got["delta_1.25"], np.mean(ratio < 1.25), rtol=1e-6)
+    scaled = self.variant(lambda p, g: recon.depth_metrics(p, g, median_scale=True))(3.0 * gt, gt)
+    np.testing.assert_allclose(scaled["abs_rel"], 0.0, atol=1e-6)
 
 
 def test_normals_of_a_plane_and_their_consistency():
@@ -88,25 +120,6 @@ def test_trajectory_errors(rng):
   np.testing.assert_allclose(recon.absolute_trajectory_error(pred, gt), 0.0, atol=1e-4)
   trans, rot = recon.relative_pose_error(pred, gt)
   np.testing.assert_allclose([trans, rot], [0.0, 0.0], atol=1e-3)
-  noisy = gt.copy()
-  noisy[:, :3, 3] += rng.normal(size=(len(gt), 3)) * 0.1
-  s, r, t = numpy_umeyama(noisy[:, :3, 3], gt[:, :3, 3])
-  aligned = s * noisy[:, :3, 3] @ r.T + t
-  want = np.sqrt(((aligned - gt[:, :3, 3]) ** 2).sum(1).mean())
-  np.testing.assert_allclose(recon.absolute_trajectory_error(noisy, gt), want, rtol=1e-4)
-
-
-def test_depth_metrics(rng):
-  gt = rng.uniform(0.5, 5.0, size=(8, 9))
-  gt[0, :3] = 0.0  # invalid pixels
-  pred = gt * rng.uniform(0.7, 1.4, size=gt.shape)
-  got = recon.depth_metrics(pred, gt)
-  v = gt > 0
-  np.testing.assert_allclose(got["abs_rel"], np.mean(np.abs(pred - gt)[v] / gt[v]), rtol=1e-5)
-  ratio = np.maximum(pred[v] / gt[v], gt[v] / pred[v])
-  np.testing.assert_allclose(got["delta_1.25"], np.mean(ratio < 1.25), rtol=1e-6)
-  scaled = recon.depth_metrics(3.0 * gt, gt, median_scale=True)
-  np.testing.assert_allclose(scaled["abs_rel"], 0.0, atol=1e-6)
 
 
 def test_bad_input():
