@@ -7,7 +7,8 @@ For each mode and length L: the latency of processing frame L given the memory o
 before it (a jitted `stream_step` / `recurrent_step`; for full attention the whole forward
 over L frames), median of repeats after a compiling run; the memory held between frames (the
 KV cache, the state, or for full attention the earlier frames themselves, in bytes) and
-XLA's temporary buffer size for that step; then a least-squares fit of latency ∝ L^k per mode (k ≈ 0: constant, 1: linear, 2: quadratic).
+XLA's temporary buffer size for that step; then a least-squares fit of latency ∝ L^k per mode
+(k ≈ 0: constant, 1: linear, 2: quadratic).
 
   python experiments/bench_recon.py [--lengths=4,8,16,32,64 --window=5 --repeats=5]
 Writes bench_results/recon.json and recon.png (latency and memory against L) and prints a

@@ -11,12 +11,12 @@ Steps, each resumed from the workdir:
    and 'recurrent', the `RecurrentRecon`), `config.steps` steps of `recon.stream3r_loss`;
 3. per variant, length and scene kind (static / dynamic): the pointmap error per frame index
    (mean ‖x̂/ŝ − x/s‖ over valid pixels, each map normalised by its sequence's mean norm),
-   depth AbsRel and δ < 1.25 after median scaling, and the trajectory error (ATE after Sim(3)) of the
-   camera centres from the predicted pose encodings; the same for the input-blind prior
-   (`prior_prediction`: per-pixel mean training maps), without ATE. Rows go to results.jsonl (unit =
-   variant × length × kind, with each value per scene); the report
-   (`stream3r_report`) writes table.md (mean ± 95% interval over scenes), pointmap_error.png
-   and summary.json.
+   depth AbsRel and δ < 1.25 after median scaling, and the trajectory error (ATE after
+   Sim(3)) of the camera centres from the predicted pose encodings; the same for the
+   input-blind prior (`prior_prediction`: per-pixel mean training maps), without ATE. Rows
+   go to results.jsonl (unit = variant × length × kind, with each value per scene); the
+   report (`stream3r_report`) writes table.md (mean ± 95% interval over scenes, then
+   differences paired by scene), pointmap_error.png and summary.json.
 """
 
 from __future__ import annotations

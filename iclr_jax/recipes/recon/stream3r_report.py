@@ -105,7 +105,7 @@ def plot(path: str, rows: Sequence[Mapping]) -> None:
       ax.legend()
     ax = axes[2]
     for v in variants:
-      mine = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["length"])
+      mine = [r for r in rows if r["variant"] == v]
       lengths = sorted({r["length"] for r in mine})
       means = [np.mean([r["pointmap_error"] for r in mine if r["length"] == n]) for n in lengths]
       ax.plot(lengths, means, "o--" if v == "prior" else "o-", color=COLOURS.get(v), label=v)
