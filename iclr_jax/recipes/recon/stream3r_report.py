@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from iclr_jax.motion import mean_interval
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure, markdown_table
 
@@ -23,9 +24,10 @@ COLOURS = {"causal": "tab:blue", "window": "tab:orange", "full": "tab:green",
 
 
 def half_width(values: Sequence[float]) -> float:
-  """1.96 σ / √n of per-scene values (NaN for fewer than 2)."""
+  """The 95% half-width of per-scene values, as `motion.mean_interval` computes it for
+  repeats (NaN for fewer than 2)."""
   v = np.asarray(values, np.float64)
-  return float(1.96 * v.std() / np.sqrt(v.size)) if v.size >= 2 else float("nan")
+  return mean_interval(v)[1] if v.size >= 2 else float("nan")
 
 
 def _cell(metric: str, digits: int = 4):
