@@ -48,7 +48,7 @@ def get_config(arg=None):
   c.evaluator = dict(d_model=128, num_layers=2, num_heads=4, embed_dim=128, patch=4,
                      temperature=0.07, steps=1000, batch_size=32, seed=0,
                      optim=dict(lr=5e-4, warmup_steps=100, grad_clip=1.0))
-  c.eval = dict(repeats=3, r_batch=32, diversity_times=90)
+  c.eval = dict(repeats=5, r_batch=32, diversity_times=90)
   c.report = dict(samples=3)  # pairs per row drawn in samples.png
   if smoke:
     c.aux_weights = (0.0, 1.0)

@@ -1,5 +1,6 @@
-"""The PulpMotion study's smoke run: every sampler's row and the real pairs' with finite
-metrics (the real framing reproduces itself), a restart adds no row, bad config is refused."""
+"""The PulpMotion study's smoke run: every sampler's row, the real pairs' and their autoencoder
+reconstruction's with finite metrics (the real framing reproduces itself), a restart adds no
+row, bad config is refused."""
 
 import math
 import os
@@ -23,8 +24,8 @@ def test_smoke_study_runs_and_resumes(tmp_path):
   workdir = str(tmp_path / "pulp")
   first = run_experiment(config, workdir)
   rows = read_jsonl(os.path.join(workdir, "results.jsonl"))
-  assert sorted(r["model"] for r in rows) == sorted(["real", "pulp@g1", "pulp_mar@g1",
-                                                     "separate"])
+  assert sorted(r["model"] for r in rows) == sorted(["real", "autoencoder", "pulp@g1",
+                                                     "pulp_mar@g1", "separate"])
   for r in rows:
     for metric in ("r1", "r3", "fid", "cam_r1", "cam_fid", "out_of_frame", "framing_error"):
       assert math.isfinite(r[metric]), (r["model"], metric)

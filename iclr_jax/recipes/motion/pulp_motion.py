@@ -17,7 +17,9 @@ Steps, each resumed from the workdir:
    decoded, and scored: human and camera R-precision / FID / matching under their
    evaluators, out-of-frame rate, and framing error (mean screen distance of each joint,
    clipped to ±2, from where the real pair frames it).
-   The real pairs are scored as the 'real' row. Rows go to results.jsonl (model × repeat);
+   The real pairs are scored as the 'real' row, and the autoencoder's reconstruction of
+   them (decoded from their own latents) as the 'autoencoder' row: the best any generator
+   over these latents can do. Rows go to results.jsonl (model × repeat);
    repeat 0 keeps the first `config.report.samples` pairs of each row under samples/, and
    the report (`pulp_report`) writes table.md (mean ± 95% interval), summary.json and
    samples.png (each pair from above and through its camera).
@@ -145,11 +147,15 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
     key = jax.random.fold_in(jax.random.key(config.seed), repeat)
     idx = data_lib.one_caption_per_motion(test.joint, rng)
     arrays = (test.joint.tokens[idx], test.joint.token_lengths[idx], lat_test.lengths)
-    if not study.done(model="real", repeat=repeat):
-      row = scorer.score(test.human.motions, test.camera.motions, idx, key)
-      if repeat == 0:
-        scorer.save_samples("real", test.human.motions, test.camera.motions, idx)
-      study.record([{"model": "real", "repeat": repeat, **row}])
+    references = {"real": lambda: (test.human.motions, test.camera.motions),
+                  "autoencoder": lambda: scorer.decode_latents(lat_test.x[..., :d], lat_test)}
+    for label, pair in references.items():
+      if not study.done(model=label, repeat=repeat):
+        human, camera = pair()
+        row = scorer.score(human, camera, idx, key)
+        if repeat == 0:
+          scorer.save_samples(label, human, camera, idx)
+        study.record([{"model": label, "repeat": repeat, **row}])
     for label, variant, _ in _labels(config):
       if study.done(model=label, repeat=repeat):
         continue
