@@ -30,6 +30,10 @@ def test_smoke_study_runs_and_resumes(tmp_path):
     for metric in ("r1", "r3", "fid", "cam_r1", "cam_fid", "out_of_frame", "framing_error"):
       assert math.isfinite(r[metric]), (r["model"], metric)
     assert 0 <= r["out_of_frame"] <= 1
+  # at weight 1 the last DDIM step returns the corrected x̂_0, which satisfies z_F = W z
+  for model in ("pulp@g1", "pulp_mar@g1"):
+    assert next(r for r in rows if r["model"] == model)["framing_gap"] < 1e-6, model
+  assert "framing_gap" not in next(r for r in rows if r["model"] == "separate")
   real = next(r for r in rows if r["model"] == "real")
   assert real["framing_error"] < 1e-3 and abs(real["fid"]) < 1e-4
   _check_samples(workdir, {r["model"] for r in rows}, config.report.samples)

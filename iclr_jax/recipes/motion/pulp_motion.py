@@ -16,7 +16,8 @@ Steps, each resumed from the workdir:
    each Auxiliary Sampling weight of config.aux_weights, rows '<variant>@g<weight>'),
    decoded, and scored: human and camera R-precision / FID / matching under their
    evaluators, out-of-frame rate, and framing error (mean screen distance of each joint,
-   clipped to ±2, from where the real pair frames it).
+   clipped to ±2, from where the real pair frames it); the [z, z_F] variants also report
+   `framing_gap`, how far their sampled latents are from z_F = W z.
    The real pairs are scored as the 'real' row, and the autoencoder's reconstruction of
    them (decoded from their own latents) as the 'autoencoder' row: the best any generator
    over these latents can do. Rows go to results.jsonl (model × repeat);
@@ -131,6 +132,16 @@ def _joint_latent(parts: dict, d: int) -> np.ndarray:
   return np.concatenate([parts["human"], parts["camera"]], axis=-1)
 
 
+def _framing_gap(x: np.ndarray, lat) -> float:
+  """How far generated [z, z_F] latents [b, s, d + k] are from the autoencoder's relation
+  z_F = W z: Σ‖x_F − x_z Wᵀ‖² / Σ‖x_F‖² over the valid latent steps (standardised units; 0
+  for encoded data)."""
+  k = lat.w.shape[0]
+  valid = (np.arange(x.shape[1])[None, :] < lat.lengths[:len(x), None])[..., None]
+  gap = np.where(valid, x[..., -k:] - x[..., :-k] @ lat.w.T, 0.0)
+  return float((gap ** 2).sum() / max((np.where(valid, x[..., -k:], 0.0) ** 2).sum(), 1e-12))
+
+
 def _evaluate(config, study, scorer, generators, lat_test, test):
   d = config.autoencoder.human_latent + config.autoencoder.camera_latent
   steps = lat_test.x.shape[1]
@@ -167,6 +178,8 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
       xz = _joint_latent(parts, d)
       human, camera = scorer.decode_latents(xz, lat_test)
       row = scorer.score(human, camera, idx, key)
+      if "all" in parts:
+        row["framing_gap"] = _framing_gap(parts["all"], lat_test)
       if repeat == 0:
         scorer.save_samples(label, human, camera, idx)
       logging.info("%s repeat %d: %s", label, repeat, row)

@@ -19,7 +19,7 @@ from iclr_jax.recipes.motion import motion_report
 from iclr_jax.train.study import figure
 
 METRICS = ("r1", "r3", "fid", "matching", "cam_r1", "cam_r3", "cam_fid", "out_of_frame",
-           "framing_error")
+           "framing_error", "framing_gap")
 SCREEN_LIMIT = 2.0  # the screen panel shows twice the frame, so lost actors stay visible
 
 
