@@ -80,11 +80,11 @@ def test_autoencoder_trains_reloads_and_its_latents_keep_w(pairs, tmp_path):
                                                                  lat.framing_scale))
   np.testing.assert_allclose(held.w, lat.w)
   assert not np.any(held.x[0, held.lengths[0]:])
-  assert pulp_motion._framing_gap(lat.x, lat) < 1e-8  # encoded data keeps z_F = W z
+  assert pulp_motion.framing_gap(lat.x, lat) < 1e-8  # encoded data keeps z_F = W z
   noisy = lat.x + np.random.default_rng(0).normal(size=lat.x.shape).astype(np.float32)
   num = den = 0.0  # the same ratio as a loop over the valid steps
   for i, n in enumerate(lat.lengths):
     for s in range(n):
       num += np.sum((noisy[i, s, 10:] - lat.w @ noisy[i, s, :10]) ** 2)
       den += np.sum(noisy[i, s, 10:] ** 2)
-  np.testing.assert_allclose(pulp_motion._framing_gap(noisy, lat), num / den, rtol=1e-5)
+  np.testing.assert_allclose(pulp_motion.framing_gap(noisy, lat), num / den, rtol=1e-5)

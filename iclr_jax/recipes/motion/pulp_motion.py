@@ -132,7 +132,7 @@ def _joint_latent(parts: dict, d: int) -> np.ndarray:
   return np.concatenate([parts["human"], parts["camera"]], axis=-1)
 
 
-def _framing_gap(x: np.ndarray, lat) -> float:
+def framing_gap(x: np.ndarray, lat) -> float:
   """How far generated [z, z_F] latents [b, s, d + k] are from the autoencoder's relation
   z_F = W z: Σ‖x_F − x_z Wᵀ‖² / Σ‖x_F‖² over the valid latent steps (standardised units; 0
   for encoded data)."""
@@ -179,7 +179,7 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
       human, camera = scorer.decode_latents(xz, lat_test)
       row = scorer.score(human, camera, idx, key)
       if "all" in parts:
-        row["framing_gap"] = _framing_gap(parts["all"], lat_test)
+        row["framing_gap"] = framing_gap(parts["all"], lat_test)
       if repeat == 0:
         scorer.save_samples(label, human, camera, idx)
       logging.info("%s repeat %d: %s", label, repeat, row)
