@@ -28,6 +28,7 @@ Steps, each resumed from the workdir:
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -153,13 +154,15 @@ def _evaluate(config, study, scorer, generators, lat_test, test):
       w = jnp.asarray(lat_test.w) if part == "all" else None
       samplers[(label, part)] = sampler(config, kind, generators[(kind, part)][0],
                                         (steps, chans.stop - chans.start), w, weight or 0.0)
+  # the reconstruction is the same every repeat: decoded once, and only if a row needs it
+  references = {"real": lambda: (test.human.motions, test.camera.motions),
+                "autoencoder": functools.cache(
+                    lambda: scorer.decode_latents(lat_test.x[..., :d], lat_test))}
   for repeat in range(config.eval.repeats):
     rng = np.random.default_rng([config.seed, repeat])
     key = jax.random.fold_in(jax.random.key(config.seed), repeat)
     idx = data_lib.one_caption_per_motion(test.joint, rng)
     arrays = (test.joint.tokens[idx], test.joint.token_lengths[idx], lat_test.lengths)
-    references = {"real": lambda: (test.human.motions, test.camera.motions),
-                  "autoencoder": lambda: scorer.decode_latents(lat_test.x[..., :d], lat_test)}
     for label, pair in references.items():
       if not study.done(model=label, repeat=repeat):
         human, camera = pair()
