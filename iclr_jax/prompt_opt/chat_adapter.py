@@ -62,6 +62,9 @@ class ChatAdapter:
     self.component, self.components = component, (component,)
     self.max_new_tokens, self.batch_size = int(max_new_tokens), int(batch_size)
     self.rollouts = 0
+    # what a resumed GEPA run checks besides the adapter's type (state.run_signature)
+    self.fingerprint = (f"{type(lm).__qualname__}:{getattr(lm, 'model', '')}:{component}:"
+                        f"{self.max_new_tokens}:{placement}")
 
   def replies(self, instruction: str, batch: Sequence[Any]) -> list[str]:
     self.rollouts += len(batch)

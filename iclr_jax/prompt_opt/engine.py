@@ -18,13 +18,15 @@ The loop (one iteration; every evaluation of one example is a metric call):
    fronts.
 
 The budget is exact: an evaluation that would take the total past `max_metric_calls` is
-never started, and the run ends there. With `run_dir`, the state is saved every iteration
+never started, and the run ends there; it also ends when a whole epoch of training
+minibatches in a row was already perfect (nothing is left to reflect on). With `run_dir`, the state is saved every iteration
 and every call is journaled (`state.py`), so a killed run restarted on the same directory
 resumes without repeating a call. All randomness comes from `random.Random(seed)`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +37,8 @@ from iclr_jax.prompt_opt import pareto
 from iclr_jax.prompt_opt.adapter import (Adapter, Candidate, EvaluationBatch, check_candidate,
                                          check_evaluation)
 from iclr_jax.prompt_opt.sampler import EpochSampler
-from iclr_jax.prompt_opt.state import Journal, RunState, candidate_key
+from iclr_jax.prompt_opt.state import (Journal, RunState, candidate_key, check_same_run,
+                                       run_signature)
 
 Reflect = Callable[[Candidate, Mapping[str, list[dict[str, Any]]], list[str]], Mapping[str, str]]
 
@@ -98,7 +101,8 @@ class _Run:
     key = f"evaluate:{candidate_key(candidate)}:{split}:{ids}:{traces}"
     result = self.journal.call(key, lambda: check_evaluation(
         self.adapter.evaluate([data[i] for i in ids], candidate, capture_traces=traces),
-        len(ids), traces=traces))
+        len(ids), traces=traces), to_json=lambda r: r._asdict(),
+                               from_json=lambda d: EvaluationBatch(**d))
     self.state.metric_calls += len(ids)
     return result
 
@@ -177,7 +181,11 @@ class _Run:
     entry["before"] = run.scores
     if self.skip_perfect and all(x >= self.perfect for x in run.scores):
       entry["skipped"] = "perfect"
+      s.perfect_streak += len(ids)
+      if s.perfect_streak >= len(self.trainset):  # an epoch with nothing to reflect on
+        entry["stopped"] = "perfect"
       return
+    s.perfect_streak = 0
     names = list(cand)
     component = names[s.next_component[parent] % len(names)]
     s.next_component[parent] = (s.next_component[parent] + 1) % len(names)
@@ -218,16 +226,24 @@ class _Run:
 
 
 def _check_inputs(trainset, valset, max_metric_calls, minibatch_size, seed_candidate,
-                  components):
+                  components, *, seed, perfect_score, max_merge_invocations,
+                  merge_subsample_size):
   if len(trainset) == 0:
     raise ValueError("trainset is empty; GEPA reflects on training examples")
   if len(valset) == 0:
     raise ValueError("valset is empty; GEPA scores candidates on validation examples")
-  if not isinstance(max_metric_calls, int) or max_metric_calls < len(valset):
+  if (not isinstance(max_metric_calls, int) or isinstance(max_metric_calls, bool)
+      or max_metric_calls < len(valset)):
     raise ValueError(f"max_metric_calls must be an int >= len(valset) = {len(valset)} (one "
                      f"evaluation of the validation set), got {max_metric_calls!r}")
-  if minibatch_size < 1:
-    raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+  for name, value, low in (("minibatch_size", minibatch_size, 1), ("seed", seed, 0),
+                           ("max_merge_invocations", max_merge_invocations, 0),
+                           ("merge_subsample_size", merge_subsample_size, 1)):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+      raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+  if isinstance(perfect_score, bool) or not isinstance(perfect_score, (int, float)) or not (
+      math.isfinite(perfect_score)):
+    raise ValueError(f"perfect_score must be a finite number, got {perfect_score!r}")
   return check_candidate(seed_candidate, name="seed_candidate", components=components)
 
 
@@ -251,15 +267,33 @@ def optimize(seed_candidate: Mapping[str, str], trainset: Sequence[Any],
     seed: seeds the only random generator (parent draws, shuffles, merges).
     perfect_score / skip_perfect_score: skip reflecting on minibatches already perfect.
     use_merge / max_merge_invocations / merge_subsample_size: the merge proposer.
-    run_dir: where state and journal live; a run started on a directory holding them
-      resumes (the other arguments must be the same).
+    run_dir: where state and journal live (JSON only; nothing read back is executed); a
+      run started on a directory holding them resumes. The seed candidate, data, adapter and
+      reflector types (and `adapter.fingerprint` where defined) and every setting must be
+      the same, or a ValueError lists what differs; a larger budget continues the run from
+      where it stopped (its pool is kept; the path may differ from a fresh run at that
+      budget).
   """
   components = getattr(adapter, "components", None)
   seed_candidate = _check_inputs(trainset, valset, max_metric_calls, minibatch_size,
-                                 seed_candidate, components)
+                                 seed_candidate, components, seed=seed,
+                                 perfect_score=perfect_score,
+                                 max_merge_invocations=max_merge_invocations,
+                                 merge_subsample_size=merge_subsample_size)
+  signature = run_signature(
+      seed_candidate=seed_candidate, trainset=trainset, valset=valset, adapter=adapter,
+      reflect=reflect, seed=seed, minibatch_size=minibatch_size, perfect_score=perfect_score,
+      skip_perfect_score=bool(skip_perfect_score), use_merge=bool(use_merge),
+      max_merge_invocations=max_merge_invocations, merge_subsample_size=merge_subsample_size)
   if run_dir:
     os.makedirs(run_dir, exist_ok=True)
   state = RunState.load(run_dir) if run_dir else None
+  if state is not None:
+    check_same_run(state.run, signature, run_dir)
+    if state.metric_calls > max_metric_calls:
+      raise ValueError(f"max_metric_calls={max_metric_calls} is below the {state.metric_calls}"
+                       f" metric calls the run in {run_dir} has already spent; pass at least "
+                       "that (a larger budget continues the run) or use a new run_dir")
   journal = Journal(run_dir, state.journal_len if state else 0)
   run = _Run(adapter, reflect, trainset, valset, budget=max_metric_calls,
              components=components, perfect=perfect_score, skip_perfect=skip_perfect_score,
@@ -267,10 +301,11 @@ def optimize(seed_candidate: Mapping[str, str], trainset: Sequence[Any],
              merge_size=merge_subsample_size, state=state, journal=journal)
   if state is None:
     run.state = _initial_state(run, seed_candidate, seed, minibatch_size)
-  elif state.candidates[0] != seed_candidate:
-    raise ValueError(f"{run_dir} holds a run from another seed candidate; use a new run_dir")
+    run.state.run = signature
   last = run.state.log[-1] if run.state.log else {}
-  if not ("stopped" in last and last.get("budget", 0) >= max_metric_calls):
+  finished = last.get("stopped") == "perfect" or (
+      last.get("stopped") == "budget" and last.get("budget", 0) >= max_metric_calls)
+  if not finished:
     run.loop(run_dir)
   return _result(run.state)
 

@@ -1,5 +1,6 @@
 """GEPA's loop: same behaviour as gepa.optimize, exact budgets, resume, bad input."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -75,18 +76,19 @@ class Killed(Exception):
   pass
 
 
-class DyingAdapter(toy.ToyAdapter):
-  """Dies (like a killed process) when it is asked for the `die_at`-th evaluation."""
+def dying(adapter, die_at):
+  """`adapter` (same type, so a resume accepts it) dying like a killed process when it is
+  asked for the `die_at`-th evaluation."""
+  evaluate, count = adapter.evaluate, [0]
 
-  def __init__(self, die_at):
-    super().__init__()
-    self.die_at, self.evaluations = die_at, 0
-
-  def evaluate(self, batch, candidate, capture_traces=False):
-    self.evaluations += 1
-    if self.evaluations == self.die_at:
+  def wrapped(batch, candidate, capture_traces=False):
+    count[0] += 1
+    if count[0] == die_at:
       raise Killed
-    return super().evaluate(batch, candidate, capture_traces)
+    return evaluate(batch, candidate, capture_traces)
+
+  adapter.evaluate = wrapped
+  return adapter
 
 
 @pytest.mark.parametrize("die_at", [1, 2, 5, 12])
@@ -94,18 +96,18 @@ def test_killed_run_resumes_without_spending_again(tmp_path, die_at):
   full_adapter = toy.ToyAdapter()
   full = _ours(150, seed=3, adapter=full_adapter, use_merge=True)
   run_dir = str(tmp_path / "run")
-  dying = DyingAdapter(die_at)
+  dead = dying(toy.ToyAdapter(), die_at)
   with pytest.raises(Killed):
-    _ours(150, seed=3, adapter=dying, use_merge=True, run_dir=run_dir)
+    _ours(150, seed=3, adapter=dead, use_merge=True, run_dir=run_dir)
   if die_at > 2:  # a kill while the journal is being written leaves a torn record
-    with open(os.path.join(run_dir, JOURNAL_FILE), "ab") as f:
-      f.write(b"\x80\x04\x95")
+    with open(os.path.join(run_dir, JOURNAL_FILE), "a", encoding="utf-8") as f:
+      f.write('{"key": "evaluate:')
   second = toy.ToyAdapter()
   resumed = _ours(150, seed=3, adapter=second, use_merge=True, run_dir=run_dir)
   assert resumed.candidates == full.candidates
   assert resumed.val_scores == full.val_scores
   assert resumed.metric_calls == full.metric_calls
-  assert dying.calls + second.calls == full_adapter.calls  # nothing evaluated twice
+  assert dead.calls + second.calls == full_adapter.calls  # nothing evaluated twice
   again = toy.ToyAdapter()
   assert _ours(150, seed=3, adapter=again, run_dir=run_dir, use_merge=True).candidates == (
       full.candidates) and again.calls == 0
@@ -165,3 +167,128 @@ class ShortAdapter(toy.ToyAdapter):
 
   def evaluate(self, batch, candidate, capture_traces=False):
     return prompt_opt.EvaluationBatch([], [], None)
+
+
+def _bad_settings():
+  return [("minibatch_size", 0), ("minibatch_size", 2.5), ("seed", -1), ("seed", True),
+          ("merge_subsample_size", 0), ("max_merge_invocations", -1),
+          ("perfect_score", float("nan")), ("max_metric_calls", True)]
+
+
+@pytest.mark.parametrize("name,value", _bad_settings())
+def test_bad_settings_name_the_argument(name, value):
+  with pytest.raises(ValueError, match=name):
+    if name == "max_metric_calls":
+      _ours(value)
+    else:
+      _ours(50, **{name: value})
+
+
+class PickleBomb:
+  """Executes code when unpickled (what a hostile run_dir could hold)."""
+
+  def __reduce__(self):
+    return (os.system, ("touch pwned",))
+
+
+def test_the_journal_is_data_and_never_executed(tmp_path):
+  """Security: the journal is JSON lines; a pickle planted in a run directory is never
+  loaded, and a journal line is read back as data, not code."""
+  import pickle  # pylint: disable=import-outside-toplevel
+  run_dir = tmp_path / "run"
+  _ours(40, run_dir=str(run_dir))
+  journal = (run_dir / JOURNAL_FILE).read_text()
+  assert JOURNAL_FILE.endswith(".jsonl") and all(
+      isinstance(__import__("json").loads(line)["key"], str) for line in journal.splitlines())
+  (run_dir / "gepa_journal.pkl").write_bytes(pickle.dumps(PickleBomb()))
+  with open(run_dir / JOURNAL_FILE, "a", encoding="utf-8") as f:
+    f.write('{"key": "x", "value": {"__reduce__": "os.system"}}\n')
+  cwd = os.getcwd()
+  os.chdir(tmp_path)
+  try:
+    _ours(60, run_dir=str(run_dir))
+  finally:
+    os.chdir(cwd)
+  assert not (tmp_path / "pwned").exists()
+
+
+def test_resume_refuses_another_run_and_says_what_differs(tmp_path):
+  run_dir = str(tmp_path / "run")
+  first = _ours(60, seed=1, run_dir=run_dir)
+
+  class OtherAdapter(toy.ToyAdapter):
+    pass
+
+  other = OtherAdapter()
+  with pytest.raises(ValueError, match=r"another GEPA run \(adapter: saved .*ToyAdapter"):
+    prompt_opt.optimize(toy.SEED, TRAIN, VAL, other, other.propose_new_texts,
+                        max_metric_calls=60, seed=1, run_dir=run_dir)
+  with pytest.raises(ValueError, match=r"seed: saved 1, now 2"):
+    _ours(60, seed=2, run_dir=run_dir)
+  with pytest.raises(ValueError, match=r"valset: saved"):
+    prompt_opt.optimize(toy.SEED, TRAIN, VAL[:-1], toy.ToyAdapter(),
+                        toy.ToyAdapter().propose_new_texts, max_metric_calls=60, seed=1,
+                        run_dir=run_dir)
+  with pytest.raises(ValueError, match=r"minibatch_size: saved 3, now 4"):
+    _ours(60, seed=1, run_dir=run_dir, minibatch_size=4)
+  with pytest.raises(ValueError, match=r"max_metric_calls=30 is below the \d+ metric calls"):
+    _ours(30, seed=1, run_dir=run_dir)
+  longer = _ours(90, seed=1, run_dir=run_dir)  # a larger budget continues the run
+  assert longer.candidates[:len(first.candidates)] == first.candidates
+  assert first.metric_calls < longer.metric_calls <= 90
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"candidates": []}',
+                                     '{"unknown_field": 1}', "\xff\xfe"])
+def test_a_damaged_state_file_is_a_clear_error(tmp_path, content):
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  (run_dir / "gepa_state.json").write_text(content, encoding="latin-1")
+  with pytest.raises(ValueError, match="gepa_state.json .*use a new run_dir"):
+    _ours(60, run_dir=str(run_dir))
+
+
+class PerfectAdapter(toy.ToyAdapter):
+  """Every example already solved: nothing to reflect on."""
+
+  def evaluate(self, batch, candidate, capture_traces=False):
+    out = super().evaluate(batch, candidate, capture_traces)
+    return out._replace(scores=[1.0] * len(batch))
+
+
+def test_a_perfect_adapter_with_a_huge_budget_stops_after_one_epoch(tmp_path):
+  adapter = PerfectAdapter()
+  result = prompt_opt.optimize(toy.SEED, TRAIN, VAL, adapter, adapter.propose_new_texts,
+                               max_metric_calls=10**12, run_dir=str(tmp_path / "run"))
+  assert result.log[-1]["stopped"] == "perfect"
+  assert result.metric_calls == len(VAL) + len(TRAIN) == adapter.calls
+  again = PerfectAdapter()
+  prompt_opt.optimize(toy.SEED, TRAIN, VAL, again, again.propose_new_texts,
+                      max_metric_calls=10**12, run_dir=str(tmp_path / "run"))
+  assert again.calls == 0  # a finished run is not run again
+
+
+class ObjectTraceAdapter(toy.ToyAdapter):
+  """Trajectories holding objects that JSON cannot store."""
+
+  def evaluate(self, batch, candidate, capture_traces=False):
+    out = super().evaluate(batch, candidate, capture_traces)
+    if out.trajectories:
+      for t, ex in zip(out.trajectories, batch):
+        t["example"] = ex
+    return out
+
+  def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+    return super().make_reflective_dataset(candidate, eval_batch._replace(trajectories=[
+        dict(t, example=dataclasses.asdict(t["example"])) for t in eval_batch.trajectories]),
+        components_to_update)
+
+
+def test_results_json_cannot_store_are_computed_again_on_resume(tmp_path):
+  full = _ours(120, seed=2, adapter=ObjectTraceAdapter())
+  run_dir = str(tmp_path / "run")
+
+  with pytest.raises(Killed):
+    _ours(120, seed=2, adapter=dying(ObjectTraceAdapter(), 7), run_dir=run_dir)
+  resumed = _ours(120, seed=2, adapter=ObjectTraceAdapter(), run_dir=run_dir)
+  assert resumed.candidates == full.candidates and resumed.metric_calls == full.metric_calls

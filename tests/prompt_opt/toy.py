@@ -43,7 +43,7 @@ class ToyAdapter:
       has_kw = ex.keyword in _words(candidate["instruction"])
       has_fmt = ex.fmt in _words(candidate["format"])
       scores.append(0.5 * has_kw + 0.5 * has_fmt)
-      traces.append(dict(example=ex, has_kw=has_kw, has_fmt=has_fmt))
+      traces.append(dict(example=dataclasses.asdict(ex), has_kw=has_kw, has_fmt=has_fmt))
     outputs = [f"{s}" for s in scores]
     make = self.batch_type
     if make is None:
@@ -58,7 +58,7 @@ class ToyAdapter:
       records = []
       for t in eval_batch.trajectories:
         ok = t["has_kw"] if name == "instruction" else t["has_fmt"]
-        need = t["example"].keyword if name == "instruction" else t["example"].fmt
+        need = t["example"]["keyword" if name == "instruction" else "fmt"]
         records.append({"Feedback": "correct" if ok else f"missing {need}"})
       out[name] = records
     return out

@@ -2,10 +2,12 @@
 selects the reply tokens, the loss gradient is the policy gradient written out, and a step
 moves log-probability towards the better reply."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from iclr_jax.llm import next_token_logprobs, random_pretrained
 from iclr_jax.nn.lora import init_lora, merge_lora
@@ -57,3 +59,27 @@ def test_a_step_moves_probability_to_the_better_reply():
                         jnp.array([1.0, -1.0]))
   after = reply_logp(after_ad)
   assert after[0] > before[0] and after[1] < before[1]
+
+
+def test_the_resume_state_round_trips_without_pickles(tmp_path):
+  """Security and resume: the unit's state is one pickle-free .npz read back only into the
+  structure `init` builds; another shape or a damaged file is a clear error."""
+  import optax  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes.prompt_opt import grpo_lora  # pylint: disable=import-outside-toplevel
+  opt = optax.adam(1e-3)
+
+  def init(rank=2):
+    adapters = {"q": {"a": jnp.zeros((4, rank)), "b": jnp.ones((rank, 3))}}
+    return dict(adapters=adapters, opt_state=opt.init(adapters), step=0, curve=[], rewards=[])
+
+  state = init()
+  state["adapters"]["q"]["a"] = jnp.arange(8.0).reshape(4, 2)
+  state.update(step=3, curve=[[12, 0.5, 0.25]], rewards=[0.1, 0.2, 0.3])
+  grpo_lora._save(str(tmp_path), state)
+  back = grpo_lora._load(str(tmp_path), init)
+  chex.assert_trees_all_equal(back, state)
+  with pytest.raises(ValueError, match="another shape"):
+    grpo_lora._load(str(tmp_path), lambda: init(rank=3))
+  (tmp_path / grpo_lora.STATE_FILE).write_bytes(b"\x80\x04garbage")
+  with pytest.raises(ValueError, match="cannot read"):
+    grpo_lora._load(str(tmp_path), init)

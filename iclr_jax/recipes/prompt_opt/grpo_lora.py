@@ -8,13 +8,14 @@ on-policy, so the importance ratio is 1 and the surrogate is the plain policy gr
 sampled reply is one rollout; the budget pays for training samples only. The merged model is
 scored greedily on val and test at `checkpoints` (fractions of the steps), outside the
 budget. The LoRA (rank `rank` on the fused q/k/v kernels) and the optimiser state are
-pickled after every step, so a killed unit resumes where it stopped.
+saved after every step in one `.npz` without pickles (counters as a JSON string; read back
+only into the structure `init` builds), so a killed unit resumes where it stopped.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,7 @@ from iclr_jax.prompt_opt.chat_adapter import ChatAdapter, conversation
 from iclr_jax.rl.advantages import group_advantages
 from iclr_jax.rl.policy_loss import policy_loss
 
-STATE_FILE = "grpo_state.pkl"
+STATE_FILE = "grpo_state.npz"  # arrays a0, a1, ... and `meta`, a JSON string; no pickles
 
 
 class MergedPolicy:
@@ -81,17 +82,35 @@ def _prompt_ids(lm, instruction, examples, placement):
 
 
 def _load(unit_dir, init):
+  """The saved state, shaped like `init()`'s (its arrays checked leaf by leaf), or `init()`."""
+  state = init()
   path = os.path.join(unit_dir, STATE_FILE)
-  if os.path.exists(path):
-    with open(path, "rb") as f:
-      return pickle.load(f)
-  return init()
+  if not os.path.exists(path):
+    return state
+  leaves, treedef = jax.tree.flatten(dict(adapters=state["adapters"],
+                                          opt_state=state["opt_state"]))
+  try:
+    with np.load(path, allow_pickle=False) as npz:
+      meta = json.loads(str(npz["meta"]))
+      saved = [npz[f"a{i}"] for i in range(len(npz.files) - 1)]
+    step, curve, rewards = int(meta["step"]), list(meta["curve"]), list(meta["rewards"])
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise ValueError(f"{unit_dir} holds a GRPO state this run cannot read ({e}); remove it "
+                     "or use a new workdir") from None
+  if len(saved) != len(leaves) or any(a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype
+                                      for a, b in zip(saved, leaves)):
+    raise ValueError(f"{unit_dir} holds a GRPO state of another shape (another rank or "
+                     "model); remove it or use a new workdir")
+  restored = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in saved])
+  return dict(restored, step=step, curve=curve, rewards=rewards)
 
 
 def _save(unit_dir, state):
+  leaves = jax.tree.leaves(dict(adapters=state["adapters"], opt_state=state["opt_state"]))
+  meta = json.dumps(dict(step=state["step"], curve=state["curve"], rewards=state["rewards"]))
   path = os.path.join(unit_dir, STATE_FILE)
   with open(path + ".tmp", "wb") as f:
-    pickle.dump(jax.device_get(state), f)
+    np.savez(f, meta=np.array(meta), **{f"a{i}": np.asarray(x) for i, x in enumerate(leaves)})
   os.replace(path + ".tmp", path)
 
 
