@@ -98,7 +98,21 @@ class PretrainedLM:
     return self._put(out), self._put(lengths)
 
   def _check_ids(self, name: str, seqs) -> list[list[int]]:
-    seqs = [[int(t) for t in s] for s in seqs]
+    if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__"):
+      raise ValueError(f"{name} must be a list of token-id lists, got {type(seqs).__name__}")
+    out = []
+    for i, s in enumerate(seqs):
+      if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+        raise ValueError(f"{name}[{i}] must be a list of int token ids, got "
+                         f"{type(s).__name__}")
+      arr = np.asarray(s)
+      if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name}[{i}] must hold int token ids, got dtype {arr.dtype} "
+                         "(float ids are not rounded)")
+      out.append([int(t) for t in arr.reshape(-1)] if arr.ndim == 1 or not arr.size else None)
+      if out[-1] is None:
+        raise ValueError(f"{name}[{i}] must be a flat list of ids, got shape {arr.shape}")
+    seqs = out
     if not seqs:
       raise ValueError(f"{name} must hold at least one sequence, got none")
     for i, s in enumerate(seqs):
@@ -139,8 +153,14 @@ class PretrainedLM:
     prompts = self._check_ids("prompts", prompts)
     if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
       raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    if not (isinstance(temperature, (int, float, np.number)) and 0 <= temperature < np.inf):
+      raise ValueError(f"temperature must be a number in [0, inf), got {temperature!r}")
+    if not (isinstance(top_p, (int, float, np.number)) and 0 < top_p <= 1):
+      raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
     if temperature > 0 and key is None:
       raise ValueError("key is required when temperature > 0 (sampling)")
+    if stop_ids is not None:
+      self._check_ids("stop_ids", [list(stop_ids)] if len(stop_ids) else [[0]])
     longest = max(len(p) for p in prompts)
     if min(len(p) for p in prompts) < 1:
       raise ValueError("every prompt must hold at least one token")
@@ -181,10 +201,14 @@ class PretrainedLM:
                             top_p=top_p, key=key, params=params)
     return [self.tokenizer.decode(i) for i in ids]
 
-  def chat(self, messages: Sequence[Mapping[str, str]], **generate_kwargs) -> str:
-    """The assistant's reply to `messages` ([{'role': ..., 'content': ...}, ...])."""
-    prompt = self.tokenizer.chat_prompt(messages, add_generation_prompt=True)
-    return self.generate([prompt], **generate_kwargs)[0]
+  def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int = 256,
+           **generate_kwargs) -> str:
+    """The assistant's reply to `messages` ([{'role': ..., 'content': ...}, ...]); contents
+    are plain text (a control token inside one stays text, `Tokenizer.chat_ids`).
+    `max_new_tokens` defaults to 256, as in `OpenAIClient.chat`."""
+    ids = self.tokenizer.chat_ids(messages, add_generation_prompt=True)
+    out = self.generate_ids([ids], max_new_tokens=max_new_tokens, **generate_kwargs)[0]
+    return self.tokenizer.decode(out)
 
   # ---- scoring --------------------------------------------------------------------
   def token_logprobs(self, prompts: Sequence[Sequence[int]],

@@ -35,6 +35,26 @@ class LanguageModel(Protocol):
     ...
 
 
+def check_messages(messages: Any) -> list[dict]:
+  """`messages` as a list of {'role': str, 'content': str, ...} dicts, or a ValueError that
+  names the message and field."""
+  if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    raise ValueError("messages must be a list of {'role', 'content'} mappings, got "
+                     f"{type(messages).__name__}")
+  if not messages:
+    raise ValueError("messages must hold at least one {'role', 'content'} message")
+  out = []
+  for i, m in enumerate(messages):
+    if not isinstance(m, Mapping) or not {"role", "content"} <= set(m):
+      raise ValueError(f"messages[{i}] must be a mapping with 'role' and 'content', got {m!r}")
+    for field in ("role", "content"):
+      if not isinstance(m[field], str):
+        raise ValueError(f"messages[{i}]['{field}'] must be a str, got "
+                         f"{type(m[field]).__name__} {m[field]!r}")
+    out.append(dict(m))
+  return out
+
+
 def _seed(key) -> int | None:
   """An integer seed for a server from a JAX key (or an int)."""
   if key is None or isinstance(key, int):
@@ -105,7 +125,9 @@ class OpenAIClient:
 
   def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int = 256,
            temperature: float = 0.0, top_p: float = 1.0, key=None) -> str:
-    payload = dict(messages=[dict(m) for m in messages], max_tokens=int(max_new_tokens),
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    payload = dict(messages=check_messages(messages), max_tokens=int(max_new_tokens),
                    temperature=float(temperature), top_p=float(top_p))
     seed = _seed(key)
     if seed is not None:

@@ -41,12 +41,13 @@ def chat_replies(lm, instruction: str, messages: Sequence[str], *, max_new_token
   """Greedy replies of `lm` to each user message under `instruction`."""
   convs = [conversation(instruction, m, placement) for m in messages]
   tokenizer = getattr(lm, "tokenizer", None)
-  if tokenizer is None or not hasattr(tokenizer, "chat_prompt"):
+  if tokenizer is None or not hasattr(lm, "generate_ids"):
     return [lm.chat(c, max_new_tokens=max_new_tokens) for c in convs]
-  prompts = [tokenizer.chat_prompt(c, add_generation_prompt=True) for c in convs]
+  prompts = [tokenizer.chat_ids(c, add_generation_prompt=True) for c in convs]
   out = []
   for i in range(0, len(prompts), batch_size):
-    out += lm.generate(prompts[i:i + batch_size], max_new_tokens=max_new_tokens)
+    out += [tokenizer.decode(r) for r in lm.generate_ids(prompts[i:i + batch_size],
+                                                           max_new_tokens=max_new_tokens)]
   return out
 
 

@@ -39,8 +39,8 @@ SCORERS = S.PROMPT_SCORERS + S.RESPONSE_SCORERS + ("lookahead",)
 def _prompts(lm, config, num, seed):
   d = config.data
   tasks = recall_set(num, items=dict(d.context_items), seed=seed)
-  ids = [lm.tokenizer.encode(lm.tokenizer.chat_prompt(
-      [{"role": "user", "content": t.question}], add_generation_prompt=True)) for t in tasks]
+  ids = [lm.tokenizer.chat_ids([{"role": "user", "content": t.question}],
+                               add_generation_prompt=True) for t in tasks]
   longest = max(len(i) for i in ids)
   if longest > d.width:
     raise ConfigError(f"config.data.width={d.width} is shorter than a prompt ({longest} "

@@ -41,6 +41,9 @@ class MergedPolicy:
   def generate(self, prompts, **kw):
     return self.lm.generate(prompts, params=self.params, **kw)
 
+  def generate_ids(self, prompts, **kw):
+    return self.lm.generate_ids(prompts, params=self.params, **kw)
+
 
 def grpo_loss(adapters, functions, params, tokens, mask, adv, *, alpha: float):
   """GRPO's on-policy surrogate for the LoRA-merged model; tokens/mask as `pack` makes
@@ -76,8 +79,7 @@ def pack(prompts: list[list[int]], replies: list[list[int]], length: int, pad_id
 
 
 def _prompt_ids(lm, instruction, examples, placement):
-  return [lm.tokenizer.encode(lm.tokenizer.chat_prompt(conversation(instruction, ex.input,
-                                                                    placement)))
+  return [lm.tokenizer.chat_ids(conversation(instruction, ex.input, placement))
           for ex in examples]
 
 
