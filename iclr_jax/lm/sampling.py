@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.checks import check_range, check_token_ids, is_traced
+from iclr_jax.checks import check_range, check_token_ids, is_traced, static_number
 
 
 def top_p_filter(logits: jax.Array, *, top_p: float) -> jax.Array:
@@ -121,9 +121,24 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
 
   Returns:
     (tokens int32 [b, max_new_tokens], num_new int32 [b]: tokens before the stop token, or
-    max_new_tokens if none was emitted).
+    max_new_tokens if none was emitted). A row whose traced length lies outside
+    [1, prompt_len] gets num_new = -1 and only `pad_id` tokens (concrete: a ValueError).
   """
+  max_new_tokens = static_number("max_new_tokens", max_new_tokens, integer=True)
+  if max_new_tokens < 1:
+    raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+  if jnp.ndim(prompt) != 2 or jnp.shape(lengths) != jnp.shape(prompt)[:1]:
+    raise ValueError(f"prompt must be int [batch, prompt_len] and lengths int [batch], got "
+                     f"shapes {jnp.shape(prompt)} and {jnp.shape(lengths)}")
   b, p = prompt.shape
+  check_range("lengths", lengths, 1, p)
+  capacity = getattr(cache, "capacity", None)
+  if getattr(cache, "slots", None) is None and capacity is not None and (
+      capacity < p + max_new_tokens - 1):
+    raise ValueError(f"the cache holds {capacity} positions, fewer than prompt_len {p} + "
+                     f"max_new_tokens {max_new_tokens} - 1 that decoding writes")
+  valid = (lengths >= 1) & (lengths <= p)
+  lengths = jnp.clip(lengths, 1, p)
   stops = jnp.asarray(list(stop_ids) or [-2], jnp.int32)
   positions = jnp.broadcast_to(jnp.arange(p), (b, p))
   logits, cache = (prefill or step_fn)(prompt, positions, cache, lengths - 1)
@@ -153,4 +168,5 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
   first = jnp.zeros((b,), jnp.int32)
   carry = (jnp.int32(1), cache, tok, done, out, num_new, state)
   _, _, _, _, out, num_new, _ = jax.lax.while_loop(cond, body, carry)
-  return out, num_new.astype(jnp.int32)
+  out = jnp.where(valid[:, None], out, pad_id)
+  return out, jnp.where(valid, num_new, -1).astype(jnp.int32)

@@ -26,7 +26,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.checks import check_token_ids
+import numpy as np
+
+from iclr_jax.checks import check_range, check_token_ids, concrete
 from iclr_jax.lm.head import chunked_head_loss
 
 
@@ -76,6 +78,7 @@ def init_bank(key: jax.Array, embedding: jax.Array, num: int, *,
   if jnp.ndim(embedding) != 2:
     raise ValueError(f"embedding must be [vocab, d_model], got shape {jnp.shape(embedding)}")
   table = jnp.asarray(embedding, jnp.float32)
+  check_range("embedding", embedding, -np.inf, np.inf, low_open=True, high_open=True)
   mean, std = table.mean(axis=0), table.std(axis=0)
   rows = mean + std * jax.random.normal(key, (num, table.shape[1]), jnp.float32)
   return MemoryBank(rows, rows if decoupled else None)
@@ -150,6 +153,9 @@ def logits_with_memory(hidden: jax.Array, kernel: jax.Array, bank: MemoryBank, *
   """float32 [..., V + l] logits of final hidden states [..., d]; the memory columns are
   `hidden @ bank.output_rowsᵀ` (the official override `logits[..., mem_ids] = h @ Mᵀ`).
   `readout=False`: the [..., V] logits of the frozen head only."""
+  if jnp.ndim(kernel) != 2 or jnp.shape(hidden)[-1:] != jnp.shape(kernel)[:1]:
+    raise ValueError(f"hidden [..., d] and kernel [d, V] must share d, got shapes "
+                     f"{jnp.shape(hidden)} and {jnp.shape(kernel)}")
   logits = hidden @ head_with_memory(kernel, bank, readout=readout).astype(hidden.dtype)
   return logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
 
@@ -178,13 +184,29 @@ def tokmem_loss(hidden: jax.Array, kernel: jax.Array, bank: MemoryBank, tokens: 
       over the frozen head's V logits, and no trained position may hold a memory id.
 
   Returns:
-    (loss: the mean over trained tokens, float32 scalar; num_tokens: their count).
+    (loss: the mean over trained tokens, float32 scalar; num_tokens: their count). A trained
+    target outside [0, V + l) or a batch with no trained token gives a NaN loss under jit
+    (concrete: a ValueError naming the argument).
   """
+  if jnp.ndim(hidden) != 3:
+    raise ValueError(f"hidden must be [batch, seq, d], got shape {jnp.shape(hidden)}")
   b, s, d = hidden.shape
-  if tokens.shape != (b, s):
-    raise ValueError(f"tokens must be [batch={b}, seq={s}], got {tokens.shape}")
+  if jnp.shape(tokens) != (b, s):
+    raise ValueError(f"tokens must be [batch={b}, seq={s}], got {jnp.shape(tokens)}")
+  for name, x in (("query_lengths", query_lengths), ("lengths", lengths)):
+    if jnp.shape(x) != (b,):
+      raise ValueError(f"{name} must be int [batch={b}], got shape {jnp.shape(x)}")
+  check_range("query_lengths", query_lengths, 1, s)
+  check_range("lengths", lengths, 2, s)
+  num_ids = kernel.shape[-1] + (bank.num if readout else 0)
   mask = response_mask(query_lengths, lengths, s)
   targets = tokens[:, 1:]
+  out_of_range = mask & ((targets < 0) | (targets >= num_ids))
+  concrete_bad = concrete(out_of_range)
+  if concrete_bad is not None and concrete_bad.any():
+    t = np.argwhere(concrete_bad)[0]
+    raise ValueError(f"tokens[{t[0]}, {t[1] + 1}] = {int(concrete(targets)[t[0], t[1]])} is "
+                     f"a trained target outside [0, {num_ids}) (vocabulary + memories)")
 
   def cross_entropy(logits, target):
     logz = jax.nn.logsumexp(logits, axis=-1)
@@ -195,4 +217,7 @@ def tokmem_loss(hidden: jax.Array, kernel: jax.Array, bank: MemoryBank, tokens: 
                                 None, cross_entropy, targets.reshape(-1),
                                 chunk_size=chunk_size).reshape(b, s - 1)
   count = jnp.sum(mask)
-  return jnp.sum(jnp.where(mask, per_token, 0.0)) / jnp.maximum(count, 1), count
+  loss = jnp.sum(jnp.where(mask, per_token, 0.0)) / jnp.maximum(count, 1)
+  if concrete(count) is not None and int(concrete(count)) == 0:
+    raise ValueError("no position is trained: every row's lengths <= query_lengths")
+  return jnp.where(jnp.any(out_of_range) | (count == 0), jnp.nan, loss), count

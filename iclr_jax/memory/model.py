@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from iclr_jax.checks import check_token_ids, concrete
 from iclr_jax.lm.sampling import decode_with_cache
 from iclr_jax.memory.bank import (MemoryBank, embed_with_memory, logits_with_memory,
                                   tokmem_loss)
@@ -91,17 +92,35 @@ def generate_with_memory(backbone: Backbone, bank: MemoryBank, prompt: jax.Array
   are forced (see `oracle_rewrite`), the routing ablation. `readout=False`: memories are
   input-only (soft prompts in `prompt`) and only vocabulary ids are generated.
 
-  Returns (tokens int32 [b, max_new_tokens], num_new int32 [b]) as `decode_with_cache`.
+  Returns (tokens int32 [b, max_new_tokens], num_new int32 [b]) as `decode_with_cache`. A
+  row whose traced `oracle` holds an id that is not a memory id (outside [V, V + l), and not
+  negative = unused) gets num_new = -1 (concrete: a ValueError), as does a row whose traced
+  length is out of range.
   """
+  if jnp.ndim(prompt) != 2:
+    raise ValueError(f"prompt must be int [batch, prompt_len], got shape {jnp.shape(prompt)}")
   b, p = prompt.shape
+  vocab = backbone.embedding.shape[0]
+  check_token_ids("prompt", prompt, vocab + bank.num)
   capacity = p + max_new_tokens if capacity is None else capacity
   rewrite = None
   if oracle is not None:
-    if oracle.ndim != 2 or oracle.shape[0] != b:
-      raise ValueError(f"oracle must be int [batch={b}, k], got shape {oracle.shape}")
-    rewrite = oracle_rewrite(oracle, backbone.embedding.shape[0])
-  return decode_with_cache(memory_step_fn(backbone, bank, readout=readout),
+    if jnp.ndim(oracle) != 2 or jnp.shape(oracle)[0] != b or jnp.shape(oracle)[1] < 1:
+      raise ValueError(f"oracle must be int [batch={b}, k >= 1], got shape "
+                       f"{jnp.shape(oracle)}")
+    if not jnp.issubdtype(jnp.asarray(oracle).dtype, jnp.integer):
+      raise ValueError(f"oracle must hold int memory ids, got dtype {jnp.asarray(oracle).dtype}")
+    not_memory = (oracle >= 0) & ((oracle < vocab) | (oracle >= vocab + bank.num))
+    bad = concrete(not_memory)
+    if bad is not None and bad.any():
+      raise ValueError(f"oracle must hold memory ids in [{vocab}, {vocab + bank.num}) or "
+                       f"negative (unused), got {concrete(oracle)[bad][:5].tolist()}")
+    rewrite = oracle_rewrite(oracle, vocab)
+  out, num_new = decode_with_cache(memory_step_fn(backbone, bank, readout=readout),
                            backbone.new_cache(b, capacity),
                            prompt, lengths, key, max_new_tokens=max_new_tokens,
                            stop_ids=stop_ids, pad_id=pad_id, temperature=temperature,
                            top_p=top_p, rewrite=rewrite)
+  if oracle is not None:
+    num_new = jnp.where(jnp.any(not_memory, axis=1), -1, num_new)
+  return out, num_new

@@ -88,6 +88,12 @@ def training_rows(queries: Sequence[Sequence[int]], memories: Sequence[Sequence[
   if not (len(memories) == len(responses) == n):
     raise ValueError(f"got {n} queries, {len(memories)} memory lists and {len(responses)} "
                      "response lists; they must match")
+  for name, ids in (("queries", queries), ("memories", memories), ("responses", [
+      t for rs in responses for t in rs]), ("end_id", [[end_id]])):
+    for r, row in enumerate(ids):
+      if any(isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer))
+             for t in row):
+        raise ValueError(f"{name}[{r}] must hold int token ids, got {list(row)[:5]}")
   tokens = np.full((n, length), pad_id, np.int32)
   qlen, lens = np.zeros(n, np.int32), np.zeros(n, np.int32)
   for r, (q, ms, rs) in enumerate(zip(queries, memories, responses)):

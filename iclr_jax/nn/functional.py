@@ -89,6 +89,9 @@ def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
   model = fns.module(params)
   num_kv, head_dim = model.kv_shape
   capacity = prompt.shape[1] + max_new_tokens if capacity is None else capacity
+  if capacity < prompt.shape[1] + max_new_tokens - 1:
+    raise ValueError(f"capacity={capacity} is below prompt length {prompt.shape[1]} + "
+                     f"max_new_tokens {max_new_tokens} - 1, the positions decoding writes")
   cache = kv_cache.init_cache(num_layers=model.num_layers, batch=prompt.shape[0],
                               capacity=capacity, num_kv_heads=num_kv, head_dim=head_dim,
                               dtype=cache_dtype)

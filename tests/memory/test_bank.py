@@ -133,3 +133,61 @@ def test_bad_tokens_and_banks_are_named(rng):
   # traced out-of-range ids embed as NaN, never as a wrapped row
   x = jax.jit(memory.embed_with_memory)(table, bank, jnp.array([[V + 2, 1]]))
   assert np.isnan(np.asarray(x[0, 0])).all() and np.isfinite(np.asarray(x[0, 1])).all()
+
+
+def _loss_inputs(rng):
+  kernel = jnp.asarray(rng.normal(size=(D, V)), jnp.float32)
+  tokens = np.array([[1, 2, V + 1, 5, 6, 3, 0, 0], [4, V, 7, 3, 0, 0, 0, 0]])
+  h = jnp.asarray(rng.normal(size=(2, 8, D)), jnp.float32)
+  return kernel, tokens, h
+
+
+@pytest.mark.parametrize("bad_token", [-1, V + 2, 10**6])
+def test_a_trained_target_out_of_range_is_an_error_or_nan(rng, bad_token):
+  """Target -1 must not read the last column (nor V + 2 a wrapped one): concrete input is a
+  ValueError naming the position, traced input gives a NaN loss."""
+  kernel, tokens, h = _loss_inputs(rng)
+  bank = _bank(rng, 2)
+  tokens[0, 3] = bad_token
+  args = (h, kernel, bank, tokens, np.array([2, 1]), np.array([6, 4]))
+  with pytest.raises(ValueError, match=rf"tokens\[0, 3\] = {bad_token} is a trained target"):
+    memory.tokmem_loss(*args)
+  loss, _ = jax.jit(memory.tokmem_loss)(*map(jnp.asarray, args[:2]), bank,
+                                       *map(jnp.asarray, args[3:]))
+  assert np.isnan(float(loss))
+  tokens[0, 7] = -1  # padding after the row's end is not trained: accepted
+  tokens[0, 3] = 5
+  assert np.isfinite(float(memory.tokmem_loss(h, kernel, bank, tokens, np.array([2, 1]),
+                                              np.array([6, 4]))[0]))
+
+
+@pytest.mark.parametrize("qlen,lens,match", [
+    ([0, 1], [6, 4], r"query_lengths must lie in \[1, 8\]"),
+    ([2, 1], [6, 9], r"lengths must lie in \[2, 8\]"),
+    ([2, 1], [0, 4], "lengths must lie"),
+    ([6, 4], [6, 4], "no position is trained"),
+    ([2], [6, 4], r"query_lengths must be int \[batch=2\]"),
+])
+def test_bad_lengths_are_named_and_nan_when_traced(rng, qlen, lens, match):
+  kernel, tokens, h = _loss_inputs(rng)
+  bank = _bank(rng, 2)
+  with pytest.raises(ValueError, match=match):
+    memory.tokmem_loss(h, kernel, bank, tokens, np.array(qlen), np.array(lens))
+  if match == "no position is trained":
+    loss, count = jax.jit(memory.tokmem_loss)(h, kernel, bank, jnp.asarray(tokens),
+                                              jnp.array(qlen), jnp.array(lens))
+    assert int(count) == 0 and np.isnan(float(loss))
+
+
+def test_float_ids_nan_tables_and_mismatched_heads_are_named():
+  with pytest.raises(ValueError, match=r"queries\[0\] must hold int token ids"):
+    memory.training_rows([[1.5, 2]], [[100]], [[[2]]], 9, vocab_size=100, num_memories=2,
+                         length=8)
+  with pytest.raises(ValueError, match=r"end_id\[0\] must hold int"):
+    memory.training_rows([[1, 2]], [[100]], [[[2]]], 9.0, vocab_size=100, num_memories=2,
+                         length=8)
+  with pytest.raises(ValueError, match=r"embedding must lie in"):
+    memory.init_bank(jax.random.key(0), jnp.ones((10, D)).at[0, 0].set(jnp.nan), 2)
+  with pytest.raises(ValueError, match="must share d"):
+    memory.logits_with_memory(jnp.ones((2, D + 1)), jnp.ones((D, V)), memory.MemoryBank(
+        jnp.ones((2, D))))

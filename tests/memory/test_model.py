@@ -160,3 +160,33 @@ def test_renormalize_needs_earlier_rows(tiny):
     memory.memory_train_step(frozen_backbone(fns, params), None,
                              memory.init_train_state(rows, opt), batch, optimizer=opt,
                              renormalize=True)
+
+
+def test_bad_prompts_lengths_capacity_and_oracle_ids(tiny, rng):
+  """Concrete bad input is a ValueError naming the argument; traced out-of-range lengths or
+  oracle ids mark their row with num_new = -1 instead of decoding garbage."""
+  fns, params = tiny
+  bank = _aligned_bank(fns, params, rng)
+  backbone = frozen_backbone(fns, params)
+  prompt, lengths = jnp.array([[1, 2, 3, 0], [4, 5, 6, 7]]), jnp.array([3, 4])
+  gen = functools.partial(memory.generate_with_memory, backbone, bank, key=jax.random.key(0),
+                          max_new_tokens=3)
+  with pytest.raises(ValueError, match=r"lengths must lie in \[1, 4\]"):
+    gen(prompt, jnp.array([0, 4]))
+  with pytest.raises(ValueError, match=r"lengths must lie in \[1, 4\]"):
+    gen(prompt, jnp.array([5, 4]))
+  with pytest.raises(ValueError, match=r"prompt must hold token ids in \[0, 43\)"):
+    gen(prompt.at[0, 0].set(V + 3), lengths)
+  with pytest.raises(ValueError, match="cache holds 5 positions, fewer than"):
+    gen(prompt, lengths, capacity=5)
+  with pytest.raises(ValueError, match=r"oracle must hold memory ids in \[40, 43\)"):
+    gen(prompt, lengths, oracle=jnp.array([[V + 3], [V]]))
+  with pytest.raises(ValueError, match=r"oracle must hold memory ids"):
+    gen(prompt, lengths, oracle=jnp.array([[5], [V]]))
+  with pytest.raises(ValueError, match="oracle must hold int"):
+    gen(prompt, lengths, oracle=jnp.array([[40.0], [41.0]]))
+  _, num_new = _generate(fns, params, bank, prompt, jnp.array([0, 4]), max_new_tokens=3)
+  assert num_new.tolist()[0] == -1 and num_new.tolist()[1] >= 0
+  _, num_new = _generate(fns, params, bank, prompt, lengths, jnp.array([[V + 7], [V]]),
+                         max_new_tokens=3)
+  assert num_new.tolist()[0] == -1 and num_new.tolist()[1] >= 0
