@@ -55,6 +55,18 @@ def static_number(name: str, x: Any, *, integer: bool = False) -> float | int:
   return float(v)
 
 
+def static_int(name: str, x: Any, *, low: int | None = None, high: int | None = None) -> int:
+  """A static int hyperparameter (a size, window, budget) in [low, high], as a Python int:
+  NumPy ints are accepted; bools, floats, traced values and out-of-range values are a
+  ValueError naming `name`."""
+  v = static_number(name, x, integer=True)
+  if (low is not None and v < low) or (high is not None and v > high):
+    lo = "-inf" if low is None else low
+    hi = "inf" if high is None else high
+    raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v}")
+  return v
+
+
 def _describe(v: np.ndarray) -> str:
   if v.size == 1:
     return f"{v.reshape(-1)[0].item()!r}"

@@ -20,14 +20,17 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from iclr_jax.checks import concrete
+from iclr_jax.checks import concrete, static_int
 
 
 def check_budget(budget: int, lengths, num_slots: int) -> None:
   """ValueError unless 1 <= budget <= every (concrete) prompt length and the slot count."""
-  if not isinstance(budget, int) or budget < 1:
+  if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, (int, np.integer)) or (
+      budget < 1):
     raise ValueError(f"budget must be an int >= 1 (entries kept per KV head), got {budget!r}")
+  budget = int(budget)
   if budget > num_slots:
     raise ValueError(f"budget={budget} is larger than the cache's {num_slots} prompt slots")
   given = None if lengths is None else concrete(lengths)
@@ -54,8 +57,7 @@ def compact_layer(keys: jax.Array, values: jax.Array, scores: jax.Array, budget:
   if scores.shape != keys.shape[:2] + keys.shape[3:]:
     raise ValueError(f"scores {scores.shape} must be [batch, num_kv_heads, T] of keys "
                      f"{keys.shape}")
-  if room < 0:
-    raise ValueError(f"room must be >= 0 (decoding slots), got {room}")
+  room = static_int("room", room, low=0)
   keep = keep_indices(scores, budget)
   valid = jnp.take_along_axis(scores, keep, axis=-1) > -jnp.inf
   k = jnp.take_along_axis(keys, keep[:, :, None, :], axis=3)

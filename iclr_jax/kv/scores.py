@@ -31,7 +31,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.checks import concrete
+from iclr_jax.checks import check_range, concrete, static_int
 
 
 def _check(queries, keys, lengths):
@@ -42,11 +42,25 @@ def _check(queries, keys, lengths):
   if keys.shape[0] != b or keys.shape[2] != d or h % keys.shape[1]:
     raise ValueError(f"queries {queries.shape} and keys {keys.shape} disagree: need the same "
                      "batch and head_dim, and num_heads a multiple of num_kv_heads")
+  _check_lengths(lengths, b, keys.shape[3])
+
+
+def _check_lengths(lengths, b, t):
+  """lengths int [b] in [1, t] (concrete); traced rows outside it come out NaN (`_finish`)."""
   if jnp.shape(lengths) != (b,):
     raise ValueError(f"lengths must be int [batch={b}], got shape {jnp.shape(lengths)}")
+  if not jnp.issubdtype(jnp.result_type(lengths), jnp.integer):
+    raise ValueError(f"lengths must be int [batch], got dtype {jnp.result_type(lengths)}")
   given = concrete(lengths)
-  if given is not None and (given.min() < 1 or given.max() > keys.shape[3]):
-    raise ValueError(f"lengths must be in [1, T={keys.shape[3]}], got {given.tolist()}")
+  if given is not None and given.size and (given.min() < 1 or given.max() > t):
+    raise ValueError(f"lengths must be in [1, T={t}], got {given.tolist()}")
+
+
+def _finish(scores, lengths):
+  """Scores [b, K, T] with every slot of a row whose (traced) length is outside [1, T] at
+  NaN, so an out-of-range length never ranks slots silently."""
+  ok = (lengths >= 1) & (lengths <= scores.shape[-1])
+  return jnp.where(ok[:, None, None], scores, jnp.nan)
 
 
 def _logits(queries, positions, keys):
@@ -71,15 +85,22 @@ def attention_weights(queries: jax.Array, positions: jax.Array, keys: jax.Array
 
 def group_mean(scores: jax.Array, num_kv_heads: int) -> jax.Array:
   """[b, H, T] per query head -> [b, num_kv_heads, T], the mean over each KV head's group."""
+  if jnp.ndim(scores) != 3:
+    raise ValueError(f"scores must be [batch, num_heads, T], got shape {jnp.shape(scores)}")
   b, h, t = scores.shape
+  num_kv_heads = static_int("num_kv_heads", num_kv_heads, low=1)
+  if h % num_kv_heads:
+    raise ValueError(f"num_kv_heads={num_kv_heads} must divide the {h} query heads")
   return scores.reshape(b, num_kv_heads, h // num_kv_heads, t).mean(axis=2)
 
 
 def kv_head_scores(per_head: jax.Array, lengths: jax.Array, num_kv_heads: int) -> jax.Array:
   """Per-query-head scores [b, H, T] as eviction scores [b, K, T]: the group mean, with
   the slots past each prompt at -inf."""
-  return jnp.where(_prompt_mask(lengths, per_head.shape[-1]),
-                   group_mean(per_head, num_kv_heads), -jnp.inf)
+  grouped = group_mean(per_head, num_kv_heads)
+  _check_lengths(lengths, grouped.shape[0], grouped.shape[-1])
+  return _finish(jnp.where(_prompt_mask(lengths, per_head.shape[-1]), grouped, -jnp.inf),
+                 lengths)
 
 
 def _prompt_mask(lengths, t):
@@ -92,13 +113,17 @@ def _always_keep(scores, lengths, first, last, top):
   t = jnp.arange(scores.shape[-1])[None, None, :]
   keep = (t >= first[:, None, None]) & (t < last[:, None, None])
   scores = jnp.where(keep, jnp.float32(top) + t.astype(jnp.float32), scores)
-  return jnp.where(_prompt_mask(last, scores.shape[-1]), scores, -jnp.inf)
+  return _finish(jnp.where(_prompt_mask(last, scores.shape[-1]), scores, -jnp.inf), last)
 
 
 def keep_recent(scores: jax.Array, lengths: jax.Array, recent: int) -> jax.Array:
   """scores [b, K, T] with each row's last `recent` prompt slots raised above every other
   slot (latest first) and the slots past the prompt at -inf: the recent window H2O and
   SnapKV always keep."""
+  if jnp.ndim(scores) != 3:
+    raise ValueError(f"scores must be [batch, num_kv_heads, T], got shape {jnp.shape(scores)}")
+  _check_lengths(lengths, scores.shape[0], scores.shape[-1])
+  check_range("recent", recent, 0, scores.shape[-1])  # may be traced
   top = jnp.max(jnp.where(jnp.isfinite(scores), scores, 0.0), axis=-1, keepdims=True) + 1.0
   return _always_keep(scores, lengths, lengths - recent, lengths, top)
 
@@ -107,6 +132,7 @@ def last_queries(queries: jax.Array, lengths: jax.Array, window: int
                  ) -> tuple[jax.Array, jax.Array]:
   """The last `window` prompt queries of each row: ([b, window, H, d], positions [b, window];
   rows shorter than the window get negative positions, which see nothing)."""
+  window = static_int("window", window, low=1)
   positions = lengths[:, None] - window + jnp.arange(window)[None, :]
   index = jnp.clip(positions, 0, queries.shape[1] - 1)
   return jnp.take_along_axis(queries, index[:, :, None, None], axis=1), positions
@@ -117,9 +143,10 @@ def snapkv_scores(queries: jax.Array, keys: jax.Array, lengths: jax.Array, *,
   """SnapKV. queries: the layer's prompt queries [b, S, H, d] (or at least the last `window`
   of each row); keys [b, K, d, T]; lengths int [b]. Returns [b, K, T]."""
   _check(queries, keys, lengths)
-  if window < 1 or kernel_size < 1 or kernel_size % 2 == 0:
-    raise ValueError(f"window must be >= 1 and kernel_size odd >= 1, got {window}, "
-                     f"{kernel_size}")
+  window = static_int("window", window, low=1)  # longer than a row: the row is all window
+  kernel_size = static_int("kernel_size", kernel_size, low=1)
+  if kernel_size % 2 == 0:
+    raise ValueError(f"kernel_size must be odd (a centred pool), got {kernel_size}")
   q, pos = last_queries(queries, lengths, window)
   t = keys.shape[3]
   votes = attention_weights(q, pos, keys).sum(axis=2)  # [b, H, T]
@@ -136,6 +163,8 @@ def h2o_scores(queries: jax.Array, keys: jax.Array, lengths: jax.Array, *, recen
   """H2O: the attention every prompt query (queries [b, S, H, d] at positions 0..S-1) puts
   on each slot, summed; the last `recent` prompt positions are always kept. [b, K, T]."""
   _check(queries, keys, lengths)
+  recent = static_int("recent", recent, low=0, high=keys.shape[3])
+  query_chunk = static_int("query_chunk", query_chunk, low=1)
   b, s, h, d = queries.shape
   c = min(s, query_chunk)
   pad = -s % c
@@ -152,17 +181,24 @@ def h2o_scores(queries: jax.Array, keys: jax.Array, lengths: jax.Array, *, recen
 def streaming_scores(lengths: jax.Array, num_slots: int, num_kv_heads: int, *,
                      sinks: int = 4) -> jax.Array:
   """StreamingLLM: the first `sinks` positions, then the latest ones. [b, K, num_slots]."""
+  num_slots = static_int("num_slots", num_slots, low=1)
+  num_kv_heads = static_int("num_kv_heads", num_kv_heads, low=1)
+  sinks = static_int("sinks", sinks, low=0)
+  _check_lengths(lengths, jnp.shape(lengths)[0] if jnp.ndim(lengths) == 1 else -1, num_slots)
   t = jnp.arange(num_slots, dtype=jnp.float32)[None, None, :]
   scores = jnp.where(t < sinks, 2.0 * num_slots + t, t)
   scores = jnp.broadcast_to(scores, (jnp.shape(lengths)[0], num_kv_heads, num_slots))
-  return jnp.where(_prompt_mask(lengths, num_slots), scores, -jnp.inf)
+  return _finish(jnp.where(_prompt_mask(lengths, num_slots), scores, -jnp.inf), lengths)
 
 
 def random_scores(key: jax.Array, lengths: jax.Array, num_slots: int, num_kv_heads: int
                   ) -> jax.Array:
   """Uniform random scores (random eviction). [b, K, num_slots]."""
+  num_slots = static_int("num_slots", num_slots, low=1)
+  num_kv_heads = static_int("num_kv_heads", num_kv_heads, low=1)
+  _check_lengths(lengths, jnp.shape(lengths)[0] if jnp.ndim(lengths) == 1 else -1, num_slots)
   u = jax.random.uniform(key, (jnp.shape(lengths)[0], num_kv_heads, num_slots))
-  return jnp.where(_prompt_mask(lengths, num_slots), u, -jnp.inf)
+  return _finish(jnp.where(_prompt_mask(lengths, num_slots), u, -jnp.inf), lengths)
 
 
 def prompt_attention(queries: jax.Array, positions: jax.Array, keys: jax.Array,
@@ -204,6 +240,11 @@ def pyramid_budgets(num_layers: int, budget: int, *, window: int, prompt_length:
   in equal float steps rounded per layer (kvpress's), so the mean stays at `budget`; the
   largest is capped by the prompt. Falls back to `budget` everywhere when the pyramid
   does not fit (a host-side helper: integers in, integers out)."""
+  num_layers = static_int("num_layers", num_layers, low=1)
+  budget = static_int("budget", budget, low=1)
+  window = static_int("window", window, low=1, high=budget)
+  prompt_length = static_int("prompt_length", prompt_length, low=1)
+  beta = static_int("beta", beta, low=1)
   if num_layers < 1 or beta < 1 or not 1 <= window <= budget:
     raise ValueError(f"need num_layers >= 1, beta >= 1 and 1 <= window <= budget; got "
                      f"{num_layers}, {beta}, window={window}, budget={budget}")

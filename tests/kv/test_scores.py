@@ -143,7 +143,7 @@ def test_pyramid_budgets_follow_pyramidkv():
   assert budgets[-1] == 8 + 2 and abs(np.mean(budgets) - 64) < 0.5
   assert kv.pyramid_budgets(30, 64, window=8, prompt_length=100)[0] == 100  # capped
   assert kv.pyramid_budgets(1, 64, window=8, prompt_length=100) == (64,)
-  with pytest.raises(ValueError, match="1 <= window <= budget"):
+  with pytest.raises(ValueError, match=r"window must be an int in \[1, 16\], got 32"):
     kv.pyramid_budgets(4, 16, window=32, prompt_length=100)
 
 
@@ -155,5 +155,40 @@ def test_bad_inputs(layer):
     kv.h2o_scores(q[:, :, :, :4], k, jnp.asarray(LENGTHS))
   with pytest.raises(ValueError, match=r"lengths must be in \[1, T=24\]"):
     kv.snapkv_scores(q, k, jnp.asarray([25, 3]))
-  with pytest.raises(ValueError, match="kernel_size odd"):
-    kv.snapkv_scores(q, k, jnp.asarray(LENGTHS), kernel_size=4)
+  with pytest.raises(ValueError, match="kernel_size must be odd"):
+    kv.snapkv_scores(q, k, jnp.asarray(LENGTHS), window=8, kernel_size=4)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda q, k, L: kv.snapkv_scores(q, k, L, window=2.5), "window must be an int"),
+    (lambda q, k, L: kv.snapkv_scores(q, k, L, window=8, kernel_size=True), "kernel_size"),
+    (lambda q, k, L: kv.snapkv_scores(q, k, L.astype(np.float32)), "lengths must be int"),
+    (lambda q, k, L: kv.h2o_scores(q, k, L, recent=-1), r"recent must be an int in \[0, 24\]"),
+    (lambda q, k, L: kv.h2o_scores(q, k, L, query_chunk=0), "query_chunk"),
+    (lambda q, k, L: kv.streaming_scores(L, 24, 2, sinks=-1), "sinks"),
+    (lambda q, k, L: kv.streaming_scores(L, 0, 2), "num_slots"),
+    (lambda q, k, L: kv.random_scores(jax.random.key(0), L, -1, 2), "num_slots"),
+    (lambda q, k, L: kv.random_scores(jax.random.key(0), np.array([0, 3]), 24, 2), "lengths"),
+    (lambda q, k, L: kv.group_mean(jnp.ones((2, 4, 8)), 0), "num_kv_heads"),
+    (lambda q, k, L: kv.group_mean(jnp.ones((2, 4, 8)), 3), "must divide the 4 query heads"),
+    (lambda q, k, L: kv.keep_indices(jnp.ones((2, 2, 8)), True), "budget must be an int"),
+    (lambda q, k, L: kv.keep_recent(jnp.ones((2, 2, 24)), L, -1), "recent must lie"),
+    (lambda q, k, L: kv.pyramid_budgets(4, 8.5, window=2, prompt_length=20), "budget"),
+    (lambda q, k, L: kv.pyramid_budgets(4, 8, window=2, prompt_length=0), "prompt_length"),
+])
+def test_bad_hyperparameters_are_named(layer, call, match):
+  q, k = layer
+  with pytest.raises(ValueError, match=match):
+    call(q, k, jnp.asarray(LENGTHS))
+
+
+@pytest.mark.parametrize("bad", [0, 25, -3])
+def test_a_traced_length_out_of_range_gives_nan_scores_for_its_row(layer, bad):
+  q, k = layer
+  lengths = jnp.asarray([bad, 17])
+  for fn in (lambda L: kv.snapkv_scores(q, k, L, window=8), lambda L: kv.h2o_scores(q, k, L),
+             lambda L: kv.streaming_scores(L, 24, 2),
+             lambda L: kv.random_scores(jax.random.key(0), L, 24, 2)):
+    out = np.asarray(jax.jit(fn)(lengths))
+    assert np.isnan(out[0]).all() and not np.isnan(out[1]).any()
+  assert kv.keep_indices(jnp.ones((2, 2, 8)), np.int64(3)).shape == (2, 2, 3)  # NumPy ints
