@@ -22,15 +22,17 @@ import jax
 import jax.numpy as jnp
 
 from iclr_jax import checks
-from iclr_jax.merging.trees import check_matching
+from iclr_jax.merging.trees import check_float_leaves, check_matching
 
 
 def interpolate(params_a: Any, params_b: Any, *, alpha) -> Any:
   """(1 − alpha) · params_a + alpha · params_b, leaf by leaf; alpha in [0, 1] (may be traced).
 
   alpha = 0 and 1 return the endpoints exactly (the blend is written so that no rounding
-  enters there)."""
+  enters there). A traced alpha outside [0, 1] (or NaN) gives NaN leaves. Leaves must be
+  floating point."""
   check_matching({"params_a": params_a, "params_b": params_b})
+  check_float_leaves("params_a", params_a)
   checks.check_range("alpha", alpha, 0.0, 1.0)
   return jax.tree.map(lambda a, b: _lerp(a, b, alpha), params_a, params_b)
 
@@ -39,6 +41,7 @@ def _lerp(a, b, alpha):
   alpha = jnp.asarray(alpha, jnp.result_type(a, float))
   # a + alpha (b - a) is not exactly b at alpha = 1 in floating point; select the ends.
   mixed = (1 - alpha) * a + alpha * b
+  mixed = jnp.where((alpha >= 0) & (alpha <= 1), mixed, jnp.nan)  # NaN alpha fails both
   return jnp.where(alpha == 0, a, jnp.where(alpha == 1, b, mixed)).astype(a.dtype)
 
 
@@ -55,6 +58,9 @@ def _vector_list(base: Any, vectors: Any | Sequence[Any]) -> list:
   if not vectors:
     raise ValueError("vectors must hold at least one task vector, got an empty list")
   check_matching({"base": base, **{f"vectors[{i}]": v for i, v in enumerate(vectors)}})
+  check_float_leaves("base", base)
+  for i, v in enumerate(vectors):
+    check_float_leaves(f"vectors[{i}]", v)
   return vectors
 
 
@@ -77,6 +83,7 @@ def trim_by_magnitude(vector: jax.Array, density: float) -> jax.Array:
 
   Ties at the threshold are broken by position (the earlier entry is kept), so exactly k
   entries survive, as with a top-k."""
+  density = _check_density(density)
   k = int(density * vector.size)
   if k >= vector.size:
     return vector
@@ -115,6 +122,7 @@ def dare(vector: Any, *, density, key: jax.Array, rescale: bool = True) -> Any:
   entries by density when `rescale` (so the expectation is the vector); one key per leaf
   (folded in by leaf index)."""
   density = _check_density(density)
+  check_float_leaves("vector", vector)
   leaves, treedef = jax.tree.flatten(vector)
   out = []
   for i, x in enumerate(leaves):

@@ -46,6 +46,10 @@ def loss_barrier(loss_fn: Callable[[Any], jax.Array], params_a: Any, params_b: A
     raise ValueError(f"alphas must be a 1-D array of at least one weight, got shape "
                      f"{alphas.shape}")
   checks.check_range("alphas", alphas, 0.0, 1.0)
+  out = jax.eval_shape(loss_fn, params_a)
+  if getattr(out, "shape", None) != ():
+    raise ValueError(f"loss_fn must return a scalar, got shape "
+                     f"{getattr(out, 'shape', type(out).__name__)}")
   loss_a, loss_b = loss_fn(params_a), loss_fn(params_b)
   losses = jax.lax.map(
       lambda al: loss_fn(jax.tree.map(lambda a, b: _lerp(a, b, al), params_a, params_b)),
@@ -79,7 +83,18 @@ def gradient_noise_trace(example_loss: Callable[[Any, Any], jax.Array], params: 
   Returns:
     scalar (1/(n − 1)) Σ_i ||g_i − ḡ||² = (Σ_i ||g_i||² − n ||ḡ||²) / (n − 1).
   """
-  n = jax.tree.leaves(examples)[0].shape[0]
+  chunk_size = checks.static_int("chunk_size", chunk_size, low=1)
+  leaves = jax.tree.leaves(examples)
+  if not leaves or any(jnp.ndim(x) < 1 for x in leaves):
+    raise ValueError("examples must be a pytree of arrays with a leading example axis")
+  n = leaves[0].shape[0]
+  if any(x.shape[0] != n for x in leaves):
+    raise ValueError(f"every leaf of examples must hold the same number of examples, got "
+                     f"{[x.shape[0] for x in leaves]}")
+  out = jax.eval_shape(example_loss, params, jax.tree.map(lambda x: x[0], examples))
+  if getattr(out, "shape", None) != ():
+    raise ValueError(f"example_loss must return a scalar per example, got shape "
+                     f"{getattr(out, 'shape', type(out).__name__)}")
   if n < 2:
     raise ValueError(f"examples must hold at least 2 examples (leading axis), got {n}")
   grad = jax.vmap(jax.grad(example_loss), in_axes=(None, 0))

@@ -52,6 +52,7 @@ def mlp_permutation_spec(num_layers: int, *, dense: str = "layers/{i}",
   """Dense layers `dense.format(i=i)` with kernel [in, out] and bias [out], i < num_layers;
   the hidden units after layer i < num_layers − 1 are permutation 'P{i}'; when `norm` is
   given, a LayerNorm (scale, bias) sits on each hidden layer's units."""
+  num_layers = checks.static_int("num_layers", num_layers, low=1)
   axes = {}
   for i in range(num_layers):
     inp = None if i == 0 else f"P{i - 1}"
@@ -69,6 +70,7 @@ def cnn_permutation_spec(num_convs: int, *, conv: str = "convs/{i}",
   """Convolutions `conv.format(i=i)` with kernel [kh, kw, in, out] and bias [out]; channels
   after conv i are 'P{i}' (a channel LayerNorm on each when `norm`); then global pooling and
   a dense `head` with kernel [channels, classes]."""
+  num_convs = checks.static_int("num_convs", num_convs, low=1)
   axes = {}
   for i in range(num_convs):
     inp = None if i == 0 else f"P{i - 1}"
@@ -104,17 +106,40 @@ def _check_spec(params: Any, spec: PermutationSpec, name: str) -> dict[str, Any]
 
 
 def apply_permutation(params: Any, spec: PermutationSpec, permutations: Mapping[str, Any]) -> Any:
-  """`params` with every axis the spec names reordered by its permutation (pure, jit-able)."""
+  """`params` with every axis the spec names reordered by its permutation (pure, jit-able).
+
+  Each `permutations[name]` must be a permutation of range(units): concrete ones that are
+  not (a repeated or out-of-range index would duplicate or drop units) are a ValueError;
+  a traced one that is not makes the leaves it acts on NaN."""
   _check_spec(params, spec, "params")
+  sizes = {name: jnp.shape(named_leaves(params)[path])[axis]
+           for name, ((path, axis), *_) in spec.perm_to_axes().items()}
+  valid = {}
+  for name, n in sizes.items():
+    if name not in permutations:
+      raise ValueError(f"permutations lacks '{name}' (the spec names {sorted(sizes)})")
+    perm = permutations[name]
+    if jnp.shape(perm) != (n,) or not jnp.issubdtype(jnp.result_type(perm), jnp.integer):
+      raise ValueError(f"permutations['{name}'] must be int [{n}], got "
+                       f"{jnp.result_type(perm)} {jnp.shape(perm)}")
+    given = checks.concrete(perm)
+    if given is not None and not np.array_equal(np.sort(given), np.arange(n)):
+      raise ValueError(f"permutations['{name}'] is not a permutation of range({n}): "
+                       f"{np.setdiff1d(np.arange(n), given).size} units missing")
+    valid[name] = jnp.all(jnp.sort(jnp.asarray(perm)) == jnp.arange(n))
 
   def permute(keypath, x):
     names = spec.axes.get(path_string(keypath))
     if names is None:
       return x
+    ok = jnp.bool_(True)
     for axis, perm in enumerate(names):
       if perm is not None:
         x = jnp.take(x, jnp.asarray(permutations[perm]), axis=axis)
-    return x
+        ok = ok & valid[perm]
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+      return x
+    return jnp.where(ok, x, jnp.nan)
   return jax.tree_util.tree_map_with_path(permute, params)
 
 

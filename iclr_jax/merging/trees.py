@@ -59,3 +59,14 @@ def check_matching(trees: dict[str, Any]) -> None:
       raise ValueError(f"{name} and {first_name} have the same leaf paths but different "
                        f"pytree types ({jax.tree.structure(tree)} vs "
                        f"{jax.tree.structure(first)})")
+
+
+def check_float_leaves(name: str, tree: Any) -> None:
+  """Raises a ValueError naming the first leaf of `tree` that is not floating point: a
+  weighted merge of integer or bool leaves would be truncated back to their dtype."""
+  for path, leaf in named_leaves(tree).items():
+    dtype = jax.numpy.result_type(leaf)
+    if not jax.numpy.issubdtype(dtype, jax.numpy.inexact):
+      raise ValueError(f"{name} leaf '{path}' has dtype {dtype}; merging needs floating-point "
+                       "leaves (a fractional merge would be truncated): cast it, or merge "
+                       "without it")
