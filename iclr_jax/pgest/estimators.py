@@ -54,9 +54,9 @@ class GradEstimate(NamedTuple):
   statistic: jax.Array
 
 
-def _check(theta, sigma, num_samples):
+def _check(theta, sigma, num_samples, f=None):
   """theta as a finite vector [d] (checkify under jit); sigma > 0 and num_samples >= 2 as
-  static Python numbers."""
+  static Python numbers; `f` must map theta to a scalar."""
   sigma = checks.static_number("sigma", sigma)
   checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True)
   if isinstance(num_samples, bool) or checks.static_number("num_samples", num_samples,
@@ -67,7 +67,23 @@ def _check(theta, sigma, num_samples):
   if theta.ndim != 1:
     raise ValueError(f"theta must be a vector [d], got shape {theta.shape}")
   checks.check_range("theta", theta, -np.inf, np.inf, low_open=True, high_open=True)
+  if f is not None:
+    out = jax.eval_shape(f, theta)
+    if getattr(out, "shape", None) != ():
+      raise ValueError(f"f must return a scalar objective, got shape "
+                       f"{getattr(out, 'shape', type(out).__name__)}")
   return theta
+
+
+def _in(x, low, high, *, low_open=False, high_open=False):
+  """Whether a (possibly traced) hyperparameter lies in its range; NaN never does."""
+  x = jnp.asarray(x)
+  return jnp.all((x > low if low_open else x >= low) & (x < high if high_open else x <= high))
+
+
+def _nan_unless(ok, estimate: "GradEstimate") -> "GradEstimate":
+  """Every field NaN when a traced hyperparameter was out of range (concrete ones raise)."""
+  return jax.tree.map(lambda x: jnp.where(ok, x, jnp.nan), estimate)
 
 
 def _noise(key, theta, sigma, num_samples):
@@ -99,7 +115,7 @@ def inverse_variance_alpha(var_zero, var_first, eps: float = IVW_EPS):
 def zeroth_order_grad(f: Objective, theta, *, sigma: float, num_samples: int,
                       key: jax.Array) -> GradEstimate:
   """ZoBG: (1/N) Σ w_i (f(θ + w_i) − f(θ)) / σ² (N + 1 evaluations of f)."""
-  theta = _check(theta, sigma, num_samples)
+  theta = _check(theta, sigma, num_samples, f)
   terms = _zero_terms(f, theta, _noise(key, theta, sigma, num_samples), sigma)
   zero = jnp.zeros((), theta.dtype)
   return GradEstimate(terms.mean(0), zero, _variance(terms), zero, zero)
@@ -108,7 +124,7 @@ def zeroth_order_grad(f: Objective, theta, *, sigma: float, num_samples: int,
 def first_order_grad(f: Objective, theta, *, sigma: float, num_samples: int,
                      key: jax.Array) -> GradEstimate:
   """FoBG: (1/N) Σ ∇f(θ + w_i)."""
-  theta = _check(theta, sigma, num_samples)
+  theta = _check(theta, sigma, num_samples, f)
   _, grads = _first_terms(f, theta, _noise(key, theta, sigma, num_samples))
   zero = jnp.zeros((), theta.dtype)
   return GradEstimate(grads.mean(0), jnp.ones((), theta.dtype), zero, _variance(grads), zero)
@@ -117,7 +133,7 @@ def first_order_grad(f: Objective, theta, *, sigma: float, num_samples: int,
 def aobg(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.Array,
          alpha: float | None = None) -> GradEstimate:
   """α ĝ₁ + (1 − α) ĝ₀ on one batch; α = `inverse_variance_alpha` when None."""
-  theta = _check(theta, sigma, num_samples)
+  theta = _check(theta, sigma, num_samples, f)
   if alpha is not None:
     checks.check_range("alpha", alpha, 0.0, 1.0)
   w = _noise(key, theta, sigma, num_samples)
@@ -126,24 +142,37 @@ def aobg(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.Array,
   v0, v1 = _variance(zero_terms), _variance(grads)
   a = inverse_variance_alpha(v0, v1) if alpha is None else jnp.asarray(alpha, theta.dtype)
   grad = a * grads.mean(0) + (1 - a) * zero_terms.mean(0)
-  return GradEstimate(grad, a, v0, v1, jnp.zeros((), theta.dtype))
+  ok = True if alpha is None else _in(alpha, 0.0, 1.0)
+  return _nan_unless(ok, GradEstimate(grad, a, v0, v1, jnp.zeros((), theta.dtype)))
 
 
 def bernstein_radius(var_zero, num_samples: int, dim: int, *, lipschitz: float,
                      delta: float):
-  """ε = √(2 v₀ log((d + 1)/δ) / N) + 2 L log((d + 1)/δ) / (3N) (Suh et al.'s radius)."""
+  """ε = √(2 v₀ log((d + 1)/δ) / N) + 2 L log((d + 1)/δ) / (3N) (Suh et al.'s radius).
+  A traced value out of range (v₀ or L < 0, δ outside (0, 1), N or d < 1) gives NaN."""
+  checks.check_range("var_zero", var_zero, 0.0, np.inf, high_open=True)
+  checks.check_range("num_samples", num_samples, 1.0, np.inf, high_open=True)
+  checks.check_range("dim", dim, 1.0, np.inf, high_open=True)
+  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True)
+  checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+  ok = (_in(var_zero, 0.0, np.inf, high_open=True) & _in(num_samples, 1.0, np.inf)
+        & _in(dim, 1.0, np.inf) & _in(lipschitz, 0.0, np.inf, high_open=True)
+        & _in(delta, 0.0, 1.0, low_open=True, high_open=True))
+  delta = jnp.where(ok, delta, 0.5)
   log_term = jnp.log((dim + 1) / delta)
-  return (jnp.sqrt(2 * var_zero * log_term / num_samples)
-          + 2 * lipschitz * log_term / (3 * num_samples))
+  radius = (jnp.sqrt(2 * jnp.maximum(var_zero, 0) * log_term / num_samples)
+            + 2 * lipschitz * log_term / (3 * num_samples))
+  return jnp.where(ok, radius, jnp.nan)
 
 
 def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int,
                           key: jax.Array, gamma: float, delta: float = 0.95,
                           lipschitz: float = 10.0) -> GradEstimate:
   """Suh et al.'s AoBG with the bias bound γ (ĝ₀, ĝ₁ from separate batches of N)."""
-  theta = _check(theta, sigma, num_samples)
+  theta = _check(theta, sigma, num_samples, f)
   checks.check_range("gamma", gamma, 0.0, np.inf, low_open=True, high_open=True)
   checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True)
   k_first, k_zero = jax.random.split(key)
   _, grads = _first_terms(f, theta, _noise(k_first, theta, sigma, num_samples))
   zero_terms = _zero_terms(f, theta, _noise(k_zero, theta, sigma, num_samples), sigma)
@@ -154,7 +183,10 @@ def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int
   diff = jnp.linalg.norm(g1 - g0)
   hit = jnp.clip((gamma - eps) / jnp.maximum(diff, jnp.finfo(theta.dtype).tiny), 0.0, 1.0)
   a = jnp.where(eps > gamma, 0.0, jnp.where(alpha_bar * diff <= gamma - eps, alpha_bar, hit))
-  return GradEstimate(a * g1 + (1 - a) * g0, a, v0, v1, eps)
+  ok = (_in(gamma, 0.0, np.inf, low_open=True, high_open=True)
+        & _in(delta, 0.0, 1.0, low_open=True, high_open=True)
+        & _in(lipschitz, 0.0, np.inf, high_open=True))
+  return _nan_unless(ok, GradEstimate(a * g1 + (1 - a) * g0, a, v0, v1, eps))
 
 
 def ddcg_statistic(values, grads, *, sigma: float, c: float):
@@ -170,7 +202,7 @@ def ddcg_grad(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.A
               c: float = 0.3, confidence: float = 0.95) -> GradEstimate:
   """DDCG: the inverse-variance AoBG where the smoothness test passes, ZoBG where it fails
   (one batch of N: values, gradients and the test share the samples)."""
-  theta = _check(theta, sigma, num_samples)
+  theta = _check(theta, sigma, num_samples, f)
   checks.check_range("c", c, 0.0, 1.0, low_open=True, high_open=True)
   checks.check_range("confidence", confidence, 0.5, 1.0, high_open=True)
   w = _noise(key, theta, sigma, num_samples)
@@ -181,4 +213,6 @@ def ddcg_grad(f: Objective, theta, *, sigma: float, num_samples: int, key: jax.A
   slack = ndtri(jnp.asarray(confidence, theta.dtype)) * v1 * jnp.sqrt(2.0 / (num_samples - 1))
   a = jnp.where(stat + slack >= 0, inverse_variance_alpha(v0, v1), 0.0)
   grad = a * grads.mean(0) + (1 - a) * zero_terms.mean(0)
-  return GradEstimate(grad, a.astype(theta.dtype), v0, v1, stat)
+  ok = _in(c, 0.0, 1.0, low_open=True, high_open=True) & _in(confidence, 0.5, 1.0,
+                                                            high_open=True)
+  return _nan_unless(ok, GradEstimate(grad, a.astype(theta.dtype), v0, v1, stat))

@@ -27,6 +27,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from iclr_jax import checks
 
 IVW_H_EPS = 1e-12
 
@@ -40,11 +43,16 @@ class ActionGradients(NamedTuple):
   costs: jax.Array
 
 
+def _check_pair(first, zero, eps):
+  if jnp.shape(first) != jnp.shape(zero) or jnp.ndim(first) != 3 or jnp.shape(first)[0] < 2:
+    raise ValueError(f"first and zero must share a shape [actors >= 2, steps, actions], got "
+                     f"{jnp.shape(first)} and {jnp.shape(zero)}")
+  checks.check_range("eps", eps, 0.0, np.inf, low_open=True, high_open=True)
+
+
 def ivw_h_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> jax.Array:
   """α [T, A] = v̂₀ / (v̂₀ + v̂₁ + eps), variances over the actors (axis 0, divisor N − 1)."""
-  if first.shape != zero.shape or first.ndim != 3 or first.shape[0] < 2:
-    raise ValueError(f"first and zero must share a shape [actors >= 2, steps, actions], got "
-                     f"{first.shape} and {zero.shape}")
+  _check_pair(first, zero, eps)
   v0 = jnp.var(zero, axis=0, ddof=1)
   v1 = jnp.var(first, axis=0, ddof=1)
   return v0 / (v0 + v1 + eps)
@@ -53,13 +61,17 @@ def ivw_h_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) ->
 def ivw_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> jax.Array:
   """One α for the whole rollout (plain IVW): Σ v̂₀ / (Σ v̂₀ + Σ v̂₁ + eps), the variances
   summed over steps and action dimensions; broadcastable against [N, T, A]."""
+  _check_pair(first, zero, eps)
   v0 = jnp.sum(jnp.var(zero, axis=0, ddof=1))
   v1 = jnp.sum(jnp.var(first, axis=0, ddof=1))
   return v0 / (v0 + v1 + eps)
 
 
 def combine(first: jax.Array, zero: jax.Array, alpha) -> jax.Array:
-  """G = α g₁ + (1 − α) g₀ (α broadcast against [N, T, A])."""
+  """G = α g₁ + (1 − α) g₀ (α broadcast against [N, T, A]); α in [0, 1] (a traced α
+  outside it, or NaN, gives NaN there)."""
+  checks.check_range("alpha", alpha, 0.0, 1.0)
+  alpha = jnp.where((alpha >= 0) & (alpha <= 1), alpha, jnp.nan)
   return alpha * first + (1 - alpha) * zero
 
 
@@ -84,8 +96,10 @@ def action_gradients(policy: Callable, params, dynamics: Callable, cost: Callabl
     noise: ε [N, T, A], standard normal.
     sigma: the policy's exploration scale (> 0).
   """
-  if not sigma > 0:  # also rejects NaN
-    raise ValueError(f"sigma must be > 0, got {sigma}")
+  checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True)
+  sigma = jnp.where(sigma > 0, sigma, jnp.nan)  # traced sigma <= 0: NaN gradients
+  if jnp.ndim(initial_states) != 2:
+    raise ValueError(f"initial_states must be [N, S], got shape {jnp.shape(initial_states)}")
   if noise.ndim != 3 or noise.shape[0] != initial_states.shape[0] or noise.shape[0] < 2:
     raise ValueError(f"noise must be [N >= 2, T, A] with N = initial_states.shape[0] = "
                      f"{initial_states.shape[0]}, got {noise.shape}")
@@ -131,7 +145,9 @@ def ivw_h_policy_gradient(policy: Callable, params, dynamics: Callable, cost: Ca
   """The IVW-H policy gradient of the mean rollout loss (α per step and action dimension),
   or with a fixed `alpha` (1: first order, 0: zeroth order); returns (grads, α [T, A],
   costs [N])."""
-  noise = jax.random.normal(key, (initial_states.shape[0], horizon, action_dim))
+  horizon = checks.static_int("horizon", horizon, low=1)
+  action_dim = checks.static_int("action_dim", action_dim, low=1)
+  noise = jax.random.normal(key, (jnp.shape(initial_states)[0], horizon, action_dim))
   g = action_gradients(policy, params, dynamics, cost, initial_states, noise, sigma=sigma)
   if alpha is None:
     cotangents, a = ivw_h(g.first, g.zero)

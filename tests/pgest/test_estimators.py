@@ -171,3 +171,41 @@ def test_bad_arguments_are_named(kwargs, match):
   with pytest.raises(ValueError, match=r"gamma must lie in \(0.0, inf\), got nan"):
     pgest.bias_constrained_aobg(quadratic, THETA, sigma=1.0, num_samples=4,
                                 key=jax.random.key(0), gamma=float("nan"))
+
+
+@pytest.mark.parametrize("name", ["zeroth_order_grad", "first_order_grad", "aobg",
+                                  "ddcg_grad"])
+def test_a_vector_valued_objective_is_refused(name):
+  with pytest.raises(ValueError, match=r"f must return a scalar objective, got shape \(3,\)"):
+    getattr(pgest, name)(jnp.sin, jnp.ones(3), sigma=0.1, num_samples=4,
+                         key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("estimator,kwargs", [
+    (pgest.aobg, dict(alpha=1.5)), (pgest.aobg, dict(alpha=-0.1)),
+    (pgest.bias_constrained_aobg, dict(gamma=-1.0)),
+    (pgest.bias_constrained_aobg, dict(gamma=1.0, delta=1.5)),
+    (pgest.bias_constrained_aobg, dict(gamma=1.0, lipschitz=-2.0)),
+    (pgest.ddcg_grad, dict(c=1.5)), (pgest.ddcg_grad, dict(confidence=0.2)),
+])
+def test_out_of_range_hyperparameters_raise_or_give_nan_under_jit(estimator, kwargs):
+  """Concrete: a ValueError naming the hyperparameter; traced: NaN in every field."""
+  name = next(iter(kwargs)) if len(kwargs) == 1 else list(kwargs)[1]
+  base = dict(sigma=0.1, num_samples=4, key=jax.random.key(0))
+  with pytest.raises(ValueError, match=name):
+    estimator(quadratic, jnp.ones(3), **base, **kwargs)
+  traced = jax.jit(lambda kw: estimator(quadratic, jnp.ones(3), **base, **kw))(kwargs)
+  assert all(np.isnan(np.asarray(x)).all() for x in traced)
+  ok = {k: 0.5 if k != "lipschitz" else 1.0 for k in kwargs}
+  ok = {k: (0.9 if k == "confidence" else v) for k, v in ok.items()}
+  assert all(np.isfinite(np.asarray(x)).all() for x in jax.jit(
+      lambda kw: estimator(quadratic, jnp.ones(3), **base, **kw))(ok))
+
+
+def test_bernstein_radius_checks_its_arguments():
+  with pytest.raises(ValueError, match="delta"):
+    pgest.bernstein_radius(1.0, 8, 3, lipschitz=1.0, delta=0.0)
+  with pytest.raises(ValueError, match="var_zero"):
+    pgest.bernstein_radius(-1.0, 8, 3, lipschitz=1.0, delta=0.5)
+  assert np.isnan(float(jax.jit(lambda d: pgest.bernstein_radius(
+      1.0, 8, 3, lipschitz=1.0, delta=d))(1.5)))

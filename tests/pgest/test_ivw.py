@@ -133,7 +133,7 @@ def test_ivw_h_policy_gradient_is_jittable_and_uses_the_weights():
 
 def test_bad_arguments_are_named():
   for sigma in (0.0, float("nan")):
-    with pytest.raises(ValueError, match="sigma must be > 0"):
+    with pytest.raises(ValueError, match=r"sigma must lie in \(0.0, inf\)"):
       pgest.action_gradients(policy, PARAMS, dynamics, cost, jnp.zeros((2, 2)),
                              jnp.zeros((2, 3, 1)), sigma=sigma)
   with pytest.raises(ValueError, match=r"noise must be \[N >= 2, T, A\]"):
@@ -141,3 +141,17 @@ def test_bad_arguments_are_named():
                            jnp.zeros((3, 3, 1)), sigma=1.0)
   with pytest.raises(ValueError, match="actors >= 2"):
     pgest.ivw_h_alpha(jnp.zeros((1, 3, 1)), jnp.zeros((1, 3, 1)))
+
+
+def test_traced_alpha_or_sigma_out_of_range_gives_nan():
+  first = jnp.ones((3, 2, 1))
+  zero = jnp.zeros((3, 2, 1))
+  with pytest.raises(ValueError, match=r"alpha must lie in \[0.0, 1.0\]"):
+    pgest.combine(first, zero, 1.5)
+  assert np.isnan(np.asarray(jax.jit(pgest.combine)(first, zero, 1.5))).all()
+  with pytest.raises(ValueError, match="eps"):
+    pgest.ivw_h_alpha(first, zero, eps=0.0)
+  with pytest.raises(ValueError, match=r"horizon must be an int in \[1, inf\]"):
+    pgest.ivw_h_policy_gradient(lambda p, s: p * s, jnp.ones(1), lambda s, u: s + u,
+                                lambda s, u: jnp.sum(s ** 2), jnp.ones((2, 1)),
+                                jax.random.key(0), sigma=0.1, horizon=0, action_dim=1)
