@@ -28,7 +28,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from iclr_jax import checks
 from iclr_jax.constraints import covariance as cv
@@ -179,14 +178,16 @@ def _check_h(h, n, dtype, args):
 
 
 def _check_converged(residual, scale, tol, iterations):
-  ok = jnp.all(residual <= tol * (1 + scale))
+  """Per-row convergence [B]. Concrete: a ValueError when any row missed `tol`. Traced:
+  returned, and the callers set the rows that missed to NaN (checkify cannot wrap these
+  functions: it does not support their batched while-loops)."""
+  ok = residual <= tol * (1 + scale)
   message = (f"the projection did not reach |KKT residual| <= {tol:g}·(1 + |z| + |h(z)|) in "
              f"{iterations} Gauss–Newton steps; raise iterations, or h has no nearby root")
-  if checks.is_traced(ok):
-    checkify.debug_check(ok, message)
-  elif not bool(ok):
+  if not checks.is_traced(ok) and not bool(jnp.all(ok)):
     worst = float(jnp.max(residual / (1 + scale)))
     raise ValueError(f"{message} (worst relative |h| = {worst:.3g})")
+  return ok
 
 
 def _flatten(batch, tree, event_ndim: int | None = None, batch_ndim: int | None = None):
@@ -204,7 +205,12 @@ def _check_result(h, x, z, R, args, tol, iterations):
   """The KKT residual at x [B, n + q] against |z| + |h(z)| (flat z [B, n])."""
   res = jax.vmap(lambda x, z, r, a: jnp.max(jnp.abs(_kkt_function(z, r, a, h)(x))))
   scale = jax.vmap(lambda z, a: jnp.max(jnp.abs(z)) + jnp.max(jnp.abs(h(z, *a))))
-  _check_converged(res(x, z, R, args), scale(z, args), tol, iterations)
+  return _check_converged(res(x, z, R, args), scale(z, args), tol, iterations)
+
+
+def _nan_rows(ok, x):
+  """x [B, ...] with the rows where ok [B] is False at NaN."""
+  return jnp.where(ok.reshape(ok.shape + (1,) * (x.ndim - 1)), x, jnp.nan)
 
 
 def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
@@ -224,6 +230,9 @@ def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
       jnp.shape(a)[mean.ndim - 1 - sample_axes:], jnp.result_type(a)), args))
   if tol is None:
     tol = 1e-9 if dtype == jnp.float64 else 1e-4
+  tol = checks.static_number("tol", tol)
+  if not 0 < tol < np.inf:
+    raise ValueError(f"tol must be a number in (0, inf), got {tol}")
   sigma = None
   if cov is not None:
     k = cv.check_cov(cov, n, mean.ndim - sample_axes)
@@ -247,7 +256,9 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
     iterations: the most Gauss–Newton SQP steps (static; 8 Newton steps follow); each phase
       stops early once a step moves the iterate by less than 10 ulp.
     tol: the KKT residual at the result must be <= tol·(1 + |μ| + |h(μ)|) (max norms;
-      default 1e-4 in float32, 1e-9 in float64), else a ValueError (checkified under jit).
+      default 1e-4 in float32, 1e-9 in float64), else a ValueError; under jit the rows that
+      miss it come out NaN (checkify cannot wrap this function: it does not support its
+      batched while-loops).
 
   Returns:
     `ProjectedGaussian(mean [..., n], cov [..., n, n])`: T(μ) and J_T Σ J_Tᵀ.
@@ -260,9 +271,9 @@ def project_nonlinear(mean, cov: Covariance, h: Callable[..., jax.Array], *,
 
   n = mean.shape[-1]
   kkt_point, jac_t = _solve_with_jacobian(zf, Rf, af, h=h, iterations=iterations)
-  _check_result(h, kkt_point, zf, Rf, af, tol, iterations)
-  new_mean = kkt_point[:, :n]
-  new_cov = jac_t @ sf @ jnp.swapaxes(jac_t, -1, -2)
+  ok = _check_result(h, kkt_point, zf, Rf, af, tol, iterations)
+  new_mean = _nan_rows(ok, kkt_point[:, :n])
+  new_cov = _nan_rows(ok, jac_t @ sf @ jnp.swapaxes(jac_t, -1, -2))
   return ProjectedGaussian(new_mean.reshape(*batch, n), new_cov.reshape(*batch, n, n))
 
 
@@ -282,5 +293,5 @@ def project_samples_nonlinear(samples, h: Callable[..., jax.Array], *,
   zf, Rf = _flatten(batch, samples, 1), _flatten(batch, R, 2)
   af = _flatten(batch, jax.tree.map(lambda a: a[None], args), batch_ndim=samples.ndim - 1)
   x = _solve(zf, Rf, af, h=h, iterations=iterations)
-  _check_result(h, x, zf, Rf, af, tol, iterations)
-  return x[:, :n].reshape(*batch, n)
+  ok = _check_result(h, x, zf, Rf, af, tol, iterations)
+  return _nan_rows(ok, x[:, :n]).reshape(*batch, n)

@@ -21,7 +21,8 @@ _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 def gaussian_crps(y, mean, std) -> jax.Array:
   """CRPS of N(mean, std²) at y, elementwise (broadcast); std >= 0 (std = 0: |y − mean|).
 
-  Differentiable in mean and std, with a finite gradient at std = 0.
+  Differentiable in mean and std, with a finite gradient at std = 0. A traced negative (or
+  NaN) std gives NaN there (concrete: a ValueError).
   """
   checks.check_range("std", std, 0.0)
   dtype = checks.float_dtype(y, mean, std)
@@ -31,7 +32,7 @@ def gaussian_crps(y, mean, std) -> jax.Array:
   z = (y - mean) / safe
   crps = safe * (z * (2 * jax.scipy.stats.norm.cdf(z) - 1)
                  + 2 * jax.scipy.stats.norm.pdf(z) - _INV_SQRT_PI)
-  return jnp.where(positive, crps, jnp.abs(y - mean))
+  return jnp.where(positive, crps, jnp.where(std == 0, jnp.abs(y - mean), jnp.nan))
 
 
 def gaussian_nll(y, mean, var) -> jax.Array:

@@ -51,3 +51,32 @@ def test_traced_bad_covariance_is_reported_by_checkify():
   assert "cov (variances) must lie in" in str(err.get())
   err, out = fn(VAR)
   assert err.get() is None and np.allclose(out, 0)
+
+
+def test_traced_bad_values_give_nan_not_a_number():
+  """Under jit: a negative std in the CRPS, a rank-deficient A and a constraint with no root
+  come out NaN; the concrete calls raise."""
+  import jax
+  import jax.numpy as jnp
+  crps = jax.jit(C.gaussian_crps)(jnp.zeros(3), jnp.zeros(3), jnp.array([-1.0, 0.0, 1.0]))
+  assert np.isnan(crps[0]) and crps[1] == 0 and np.isfinite(crps[2])
+  with pytest.raises(ValueError, match=r"std must lie in \[0.0, inf\]"):
+    C.gaussian_crps(np.zeros(3), np.zeros(3), -np.ones(3))
+  rank_one = jnp.ones((2, 4))
+  out = jax.jit(lambda a: C.project_gaussian_linear(MEAN, VAR, a, jnp.zeros(2)).mean)(rank_one)
+  assert np.isnan(np.asarray(out)).all()
+  no_root = lambda u: jnp.array([u[0] ** 2 + u[1] ** 2 + 1.0])  # noqa: E731
+  with pytest.raises(ValueError, match="did not reach"):
+    C.project_nonlinear(np.zeros(2), np.ones(2), no_root)
+  batch = jnp.array([[0.0, 0.0], [3.0, 0.0]])
+  half = lambda u: jnp.array([u[0] - 1.0]) * jnp.where(u[0] > 2.0, 0.0, 1.0) + jnp.where(
+      u[0] > 2.0, u[1] ** 2 + 1.0, 0.0)  # noqa: E731  row 1 has no root near it
+  got = jax.jit(lambda m: C.project_nonlinear(m, jnp.ones((2, 2)), half,
+                                              metric="orthogonal"))(batch)
+  assert np.isnan(np.asarray(got.mean[1])).all() and np.isnan(np.asarray(got.cov[1])).all()
+  np.testing.assert_allclose(got.mean[0], [1.0, 0.0], atol=1e-4)
+  samples = jax.jit(lambda s: C.project_samples_nonlinear(s, no_root, metric="orthogonal"))(
+      jnp.zeros((3, 2)))
+  assert np.isnan(np.asarray(samples)).all()
+  with pytest.raises(ValueError, match=r"tol must be a number in \(0, inf\)"):
+    C.project_nonlinear(np.zeros(2), np.ones(2), no_root, tol=-1.0)
