@@ -25,6 +25,12 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def _check_n(n) -> int:
+  if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 2:
+    raise ValueError(f"num_vertices must be an int >= 2, got {n!r}")
+  return int(n)
+
+
 def _frame(n: int, heads: int):
   d = n + 7
   embed = np.zeros((n + 3, d))
@@ -44,7 +50,7 @@ def _as_float32(params: dict) -> dict:
 
 def one_head_order(order: Sequence[int], num_vertices: int) -> dict[str, np.ndarray]:
   """One head that ranks vertices by `order` (a permutation of 0..n−1; see the module)."""
-  n = num_vertices
+  n = _check_n(num_vertices)
   order = np.asarray(order)
   if sorted(order.tolist()) != list(range(n)):
     raise ValueError(f"order must be a permutation of 0..{n - 1}, got {order.tolist()}")
@@ -63,7 +69,10 @@ def one_head_order(order: Sequence[int], num_vertices: int) -> dict[str, np.ndar
 def two_heads(num_vertices: int, *, margin: float = 30.0) -> dict[str, np.ndarray]:
   """Two heads that select u or v by the selector (see the module); `margin` is the score
   gap (the other position's weight is about e^−margin)."""
-  n = num_vertices
+  n = _check_n(num_vertices)
+  if isinstance(margin, (bool, np.bool_)) or not isinstance(margin, (int, float, np.number)) \
+      or not 0 < margin < np.inf:
+    raise ValueError(f"margin must be a finite number > 0, got {margin!r}")
   _, p = _frame(n, 2)
   sel1, sel2, pos0, pos1, pos3 = n, n + 1, n + 3, n + 4, n + 6
   for head, (own, other, keep, drop) in enumerate([(pos0, pos1, sel1, sel2),

@@ -58,7 +58,9 @@ def esp_dataset(edges, num_vertices: int, *, two_hop: bool = False
   """All 2m examples: tokens int32 [2m, 4] (or [2m, 7] with `two_hop`) and targets int32
   [2m]; arc j gives rows 2j (selector 1, target u) and 2j + 1 (selector 2, target v)."""
   arcs = check_digraph(edges, num_vertices)
-  n = num_vertices
+  n = int(num_vertices)
+  if n + 3 > np.iinfo(np.int32).max:
+    raise ValueError(f"num_vertices={n} makes token ids up to n + 2 that do not fit int32")
   u, v = np.repeat(arcs[:, 0], 2), np.repeat(arcs[:, 1], 2)
   selector = np.tile([n, n + 1], arcs.shape[0])
   query = np.full_like(u, n + 2)
@@ -150,8 +152,9 @@ def forward_arcs(edges, order: Sequence[int]) -> int:
   """The number of arcs (u, v) with u before v in `order`, a permutation of the vertices
   0..n−1 (those arcs form an acyclic subgraph)."""
   order = np.asarray(order)
-  if sorted(order.tolist()) != list(range(order.size)):
-    raise ValueError(f"order must be a permutation of 0..n-1, got {order.tolist()}")
+  if order.ndim != 1 or (order.size and not np.issubdtype(order.dtype, np.integer)) or (
+      sorted(order.tolist()) != list(range(order.size))):
+    raise ValueError(f"order must be a permutation of 0..n-1 (ints), got {order.tolist()}")
   arcs = check_digraph(edges, order.size)
   rank = np.empty(order.size, np.int64)
   rank[order] = np.arange(order.size)
@@ -164,6 +167,8 @@ def acyclic_order(edges, num_vertices: int, *, exact: bool | None = None
   `exact` (default: num_vertices <= 20), else the greedy order's (a lower bound; for a DAG the
   greedy order is topological, so the size is m)."""
   arcs = check_digraph(edges, num_vertices)
+  if exact is not None and not isinstance(exact, (bool, np.bool_)):
+    raise ValueError(f"exact must be True, False or None (automatic), got {exact!r}")
   exact = num_vertices <= EXACT_MAX_VERTICES if exact is None else exact
   if exact:
     if num_vertices > 24:

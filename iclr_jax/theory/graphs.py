@@ -18,9 +18,13 @@ import jax
 import numpy as np
 
 
+MAX_VERTICES = 10_000  # a complete digraph on it already has ~10^8 arcs
+
+
 def _check(n: int, p: float | None = None) -> None:
-  if not isinstance(n, (int, np.integer)) or n < 2:
-    raise ValueError(f"num_vertices must be an int >= 2, got {n!r}")
+  if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or not (
+      2 <= n <= MAX_VERTICES):
+    raise ValueError(f"num_vertices must be an int in [2, {MAX_VERTICES}], got {n!r}")
   if p is not None and not 0.0 < p <= 1.0:
     raise ValueError(f"p must lie in (0, 1], got {p}")
 
