@@ -75,12 +75,23 @@ class _Tokens:
   def number(self, what: str) -> float:
     tok, line = self.next(what)
     try:
-      return float(tok)
+      value = float(tok)
     except ValueError:
       raise ValueError(f"BVH line {line}: expected a number for {what}, got {tok!r}") from None
+    if not np.isfinite(value):
+      raise ValueError(f"BVH line {line}: {what} must be a finite number, got {tok!r}")
+    return value
 
 
-def _parse_joint(tokens: _Tokens, name: str, parent: int, out: dict) -> None:
+MAX_DEPTH = 256  # real skeletons nest a few dozen joints deep
+
+
+def _parse_joint(tokens: _Tokens, name: str, parent: int, out: dict, depth: int = 0) -> None:
+  if depth > MAX_DEPTH:
+    raise ValueError(f"BVH joint {name!r} is nested {depth} levels deep (more than "
+                     f"{MAX_DEPTH}); the hierarchy is malformed")
+  if name in out["names"]:
+    raise ValueError(f"BVH joint name {name!r} appears twice; joint names must be unique")
   index = len(out["names"])
   out["names"].append(name)
   out["parents"].append(parent)
@@ -91,21 +102,23 @@ def _parse_joint(tokens: _Tokens, name: str, parent: int, out: dict) -> None:
   tok, line = tokens.next(f"CHANNELS, JOINT, End Site or }} in {name}")
   if tok.upper() == "CHANNELS":
     count = tokens.number(f"{name}'s channel count")
-    if count != int(count) or not 0 <= count <= 6:
+    if not 0 <= count <= 6 or count != int(count):
       raise ValueError(f"BVH line {line}: {name} has {count} channels; 0 to 6 expected")
     channels = tuple(tokens.next(f"{name}'s channel")[0].capitalize() for _ in range(int(count)))
     bad = [c for c in channels if c not in _CHANNELS]
     if bad:
       raise ValueError(f"BVH line {line}: unknown channels {bad} in {name}; expected "
                        f"{sorted(_CHANNELS)}")
+    if len(set(channels)) != len(channels):
+      raise ValueError(f"BVH line {line}: {name} lists a channel twice: {list(channels)}")
     tok, line = tokens.next(f"JOINT, End Site or }} in {name}")
   out["channels"].append(channels)
   while tok.upper() != "}":
     if tok.upper() == "JOINT":
-      _parse_joint(tokens, tokens.next("a joint name")[0], index, out)
+      _parse_joint(tokens, tokens.next("a joint name")[0], index, out, depth + 1)
     elif tok.upper() == "END":
       tokens.expect("Site")
-      _parse_joint(tokens, name + END_SUFFIX, index, out)
+      _parse_joint(tokens, name + END_SUFFIX, index, out, depth + 1)
     else:
       raise ValueError(f"BVH line {line}: expected JOINT, End Site or }} in {name}, got "
                        f"{tok!r}")
@@ -140,6 +153,10 @@ def parse_bvh(text: str) -> Bvh:
     values = np.array([row for _, row in rows], np.float64).reshape(frames, width)
   except ValueError as e:
     raise ValueError(f"BVH frame values must be numbers: {e}") from None
+  if not np.isfinite(values).all():
+    frame, column = np.argwhere(~np.isfinite(values))[0]
+    raise ValueError(f"BVH line {rows[frame][0]}: frame value {column} is "
+                     f"{values[frame, column]}; frame values must be finite")
   return Bvh(tuple(out["names"]), tuple(out["parents"]), np.array(out["offsets"], np.float64),
              tuple(out["channels"]), frame_time, values)
 
@@ -155,8 +172,9 @@ def _motion_header(lines: list[str], motion: int) -> tuple[int, float]:
   except ValueError:
     raise ValueError(f"BVH line {motion + 2}: Frames must be an integer and Frame Time a "
                      f"number, got {head}") from None
-  if frames < 1 or not frame_time > 0:
-    raise ValueError(f"BVH needs Frames >= 1 and Frame Time > 0, got {frames} and {frame_time}")
+  if frames < 1 or not 0 < frame_time < np.inf:
+    raise ValueError(f"BVH needs Frames >= 1 and a finite Frame Time > 0, got {frames} and "
+                     f"{frame_time}")
   return frames, frame_time
 
 

@@ -134,6 +134,9 @@ def hierarchy_forward(local: jax.typing.ArrayLike, translations: jax.typing.Arra
   return position, rotation
 
 
+MAX_RESAMPLED_FRAMES = 10**7  # about 6 days at 20 fps: more is a wrong frame rate
+
+
 def resample(x: jax.typing.ArrayLike, *, source_fps: float, target_fps: float) -> jax.Array:
   """x [time, ...] sampled at `source_fps`, linearly interpolated at `target_fps` over the
   same span: floor((time - 1) * target / source) + 1 frames, the first at the same instant.
@@ -148,7 +151,12 @@ def resample(x: jax.typing.ArrayLike, *, source_fps: float, target_fps: float) -
   if x.ndim < 1 or x.shape[0] < 1:
     raise ValueError(f"x must be [time, ...] with at least one frame, got shape {x.shape}")
   # a frame within 1e-6 of the last still counts: files round the frame time
-  frames = int(np.floor((x.shape[0] - 1) * target_fps / source_fps + 1e-6)) + 1
+  span = (x.shape[0] - 1) * target_fps / source_fps
+  if span > MAX_RESAMPLED_FRAMES:
+    raise ValueError(f"resampling {x.shape[0]} frames at source_fps={source_fps:g} to "
+                     f"target_fps={target_fps:g} would make {span:.3g} frames (more than "
+                     f"{MAX_RESAMPLED_FRAMES}); check the frame rates")
+  frames = int(np.floor(span + 1e-6)) + 1
   t = np.arange(frames) * (source_fps / target_fps)
   lo = np.minimum(np.floor(t).astype(np.int64), x.shape[0] - 1)
   hi = np.minimum(lo + 1, x.shape[0] - 1)

@@ -2,6 +2,7 @@
 LAFAN1-style skeleton the test writes, the 22-joint export read back exactly, and retargeting
 (features unchanged by the file's unit, its up axis and a prefix on the names)."""
 
+import dataclasses
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
@@ -189,3 +190,45 @@ def test_bad_arguments_get_clear_errors(rng):
   with pytest.raises(ValueError, match="depth-first"):
     bvh.format_bvh(bvh.Bvh(("a", "c", "b", "d"), (-1, 0, 0, 1), np.zeros((4, 3)),
                            ((), (), (), ()), 0.05, np.zeros((1, 0))))
+
+
+def _one_joint(channels="CHANNELS 3 Xrotation Yrotation Zrotation", offset="0 0 0",
+               frame="1 2 3", frame_time="0.05"):
+  return (f"HIERARCHY\nROOT a\n{{\nOFFSET {offset}\n{channels}\n}}\nMOTION\nFrames: 1\n"
+          f"Frame Time: {frame_time}\n{frame}\n")
+
+
+@pytest.mark.parametrize("text,message", [
+    (_one_joint(channels="CHANNELS inf Xrotation"), "channel count must be a finite"),
+    (_one_joint(channels="CHANNELS nan Xrotation"), "channel count must be a finite"),
+    (_one_joint(channels="CHANNELS 1e300 Xrotation"), "has 1e\\+300 channels; 0 to 6"),
+    (_one_joint(channels="CHANNELS 2 Xrotation Xrotation", frame="1 2"),
+     "lists a channel twice"),
+    (_one_joint(offset="0 nan 0"), "OFFSET must be a finite number"),
+    (_one_joint(offset="0 inf 0"), "OFFSET must be a finite number"),
+    (_one_joint(frame="1 nan 3"), "line 10: frame value 1 is nan"),
+    (_one_joint(frame="1 2 -inf"), "frame values must be finite"),
+    (_one_joint(frame_time="inf"), "finite Frame Time > 0"),
+    (_one_joint(frame_time="nan"), "finite Frame Time > 0"),
+    ("HIERARCHY\nROOT a\n{\nOFFSET 0 0 0\nJOINT a\n{\nOFFSET 0 0 0\n}\n}\n"
+     "MOTION\nFrames: 1\nFrame Time: 0.05\n\n", "'a' appears twice"),
+])
+def test_hostile_files_are_refused_by_line(text, message):
+  with pytest.raises(ValueError, match=message):
+    bvh.parse_bvh(text)
+
+
+def test_deep_nesting_is_an_error_not_a_recursion_crash():
+  depth = 5000
+  text = ("HIERARCHY\nROOT j0\n{\nOFFSET 0 0 0\n"
+          + "".join(f"JOINT j{i}\n{{\nOFFSET 0 0 1\n" for i in range(1, depth))
+          + "}\n" * depth + "MOTION\nFrames: 1\nFrame Time: 0.05\n\n")
+  with pytest.raises(ValueError, match="nested 257 levels deep"):
+    bvh.parse_bvh(text)
+
+
+def test_a_huge_frame_time_is_refused_before_resampling(rng):
+  clip, _, _ = lafan_clip(rng, frames=4)
+  slow = dataclasses.replace(clip, frame_time=1e6)
+  with pytest.raises(ValueError, match="source_fps=1e-06 .* would make"):
+    bvh.humanml3d_joints(slow)
