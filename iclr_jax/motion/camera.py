@@ -67,10 +67,25 @@ def check_fov(fov) -> None:
 def look_at(eye: jax.typing.ArrayLike, target: jax.typing.ArrayLike,
             up=(0.0, 1.0, 0.0)) -> jax.Array:
   """Camera-to-world [..., 4, 4] of cameras at `eye` [..., 3] looking at `target` [..., 3],
-  with the frame's down axis opposite `up` (no roll)."""
+  with the frame's down axis opposite `up` (no roll). A concrete eye equal to its target, or
+  a view along `up`, is a ValueError; traced, those cameras come out NaN."""
   eye, target = _float(eye), _float(target)
   up = jnp.asarray(up, eye.dtype)
+  if eye.shape[-1:] != (3,) or target.shape[-1:] != (3,) or up.shape[-1:] != (3,):
+    raise ValueError(f"eye, target and up must be [..., 3], got shapes {eye.shape}, "
+                     f"{target.shape} and {up.shape}")
   z = target - eye
+  view = concrete(z)
+  if view is not None:
+    norm = np.linalg.norm(view, axis=-1)
+    unit_up = np.asarray(up) / max(float(np.linalg.norm(np.asarray(up))), 1e-30)
+    side = np.linalg.norm(np.cross(view, np.broadcast_to(unit_up, view.shape)), axis=-1)
+    if not np.all(norm > 0):
+      raise ValueError("eye and target must differ (the view direction is undefined), got "
+                       f"equal points at index {tuple(np.argwhere(~(norm > 0))[0].tolist())}")
+    if not np.all(side > 1e-7 * norm):
+      raise ValueError(f"the view direction must not be parallel to up={np.asarray(up)} "
+                       "(the roll is undefined)")
   z = z / jnp.linalg.norm(z, axis=-1, keepdims=True)
   y = -(up - jnp.sum(up * z, -1, keepdims=True) * z)
   y = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
@@ -138,7 +153,8 @@ def out_of_frame_rate(uv: jax.typing.ArrayLike, in_front: jax.typing.ArrayLike,
                      f"{uv.shape} and {in_front.shape}")
   out = ~in_front | jnp.any(jnp.abs(uv) > 1.0, axis=-1)
   valid = jnp.ones_like(out) if valid is None else jnp.asarray(valid, bool)
-  return jnp.sum(out & valid) / jnp.maximum(jnp.sum(valid), 1)
+  count = jnp.sum(valid)  # no valid pair: NaN, not a perfect 0
+  return jnp.where(count > 0, jnp.sum(out & valid) / jnp.maximum(count, 1), jnp.nan)
 
 
 def framing_error(uv: jax.typing.ArrayLike, reference: jax.typing.ArrayLike,
@@ -150,4 +166,6 @@ def framing_error(uv: jax.typing.ArrayLike, reference: jax.typing.ArrayLike,
                      f"and {reference.shape}")
   dist = jnp.linalg.norm(uv - reference, axis=-1)
   valid = jnp.ones(dist.shape, bool) if valid is None else jnp.asarray(valid, bool)
-  return jnp.sum(jnp.where(valid, dist, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+  count = jnp.sum(valid)  # no valid pair: NaN, not a perfect 0
+  return jnp.where(count > 0, jnp.sum(jnp.where(valid, dist, 0.0)) / jnp.maximum(count, 1),
+                   jnp.nan)

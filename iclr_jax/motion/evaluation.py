@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from iclr_jax import checks
 from iclr_jax.motion import metrics
 
 
@@ -21,7 +22,17 @@ def contrastive_loss(text: jax.Array, motion: jax.Array, same: jax.Array, *,
                      temperature: float = 0.07) -> jax.Array:
   """Symmetric InfoNCE of unit embeddings text [b, d], motion [b, d] on cosine / temperature;
   `same` bool [b, b] marks pairs that are positives (identical captions share their targets
-  instead of pushing each other's motions away)."""
+  instead of pushing each other's motions away). A traced temperature <= 0, or a row of
+  `same` with no positive, gives NaN."""
+  if jnp.ndim(text) != 2 or jnp.shape(motion) != jnp.shape(text) or (
+      jnp.shape(same) != (jnp.shape(text)[0],) * 2):
+    raise ValueError(f"need text [b, d], motion [b, d] and same [b, b]; got shapes "
+                     f"{jnp.shape(text)}, {jnp.shape(motion)} and {jnp.shape(same)}")
+  checks.check_range("temperature", temperature, 0.0, jnp.inf, low_open=True, high_open=True)
+  given = checks.concrete(same)
+  if given is not None and not given.astype(bool).any(axis=-1).all():
+    raise ValueError("same must mark at least one positive in every row (its own pair)")
+  temperature = jnp.where(temperature > 0, temperature, jnp.nan)
   logits = text @ motion.T / temperature
   targets = same.astype(logits.dtype) / jnp.sum(same, axis=-1, keepdims=True)
   return 0.5 * (jnp.mean(optax.softmax_cross_entropy(logits, targets))

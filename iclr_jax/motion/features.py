@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.checks import static_int, static_number
+
 from iclr_jax.motion import skeleton
 from iclr_jax.motion.quaternion import (qbetween, qinv, qmul, qrot, quaternion_to_cont6d,
                                         yaw_quaternion)
@@ -64,6 +66,7 @@ def feature_slices(joints_num: int = skeleton.NUM_JOINTS) -> dict[str, slice]:
 
 def feature_dim(joints_num: int) -> int:
   """4 + 9 (joints_num - 1) + 3 joints_num + 4 (263 for 22 joints)."""
+  static_int("joints_num", joints_num, low=2)
   return feature_slices(joints_num)["foot_contacts"].stop
 
 
@@ -72,7 +75,11 @@ def smoothing_matrix(n: int, sigma: float, length: int | None = None) -> np.ndar
   samples, truncated at 4σ, the ends of the first `length` (default n) samples extended by
   their edge values (SciPy's `gaussian_filter1d`, mode 'nearest'); rows from `length` on
   are the identity (host-side)."""
-  length = n if length is None else length
+  n = static_int("n", n, low=1)
+  length = n if length is None else static_int("length", length, low=1, high=n)
+  sigma = static_number("sigma", sigma)
+  if not 0 < sigma < np.inf:
+    raise ValueError(f"sigma must be a finite number > 0 (samples), got {sigma}")
   radius = int(4.0 * sigma + 0.5)
   offsets = np.arange(-radius, radius + 1)
   taps = np.exp(-0.5 * (offsets / sigma) ** 2)
@@ -87,6 +94,10 @@ def smoothing_matrix(n: int, sigma: float, length: int | None = None) -> np.ndar
 def gaussian_smooth(x: jax.Array, sigma: float, axis: int = 0) -> jax.Array:
   """x smoothed along `axis` by `smoothing_matrix(n, sigma)`: SciPy's `gaussian_filter1d`
   with mode 'nearest'."""
+  x = jnp.asarray(x)
+  if not -x.ndim <= axis < x.ndim:
+    raise ValueError(f"axis must lie in [{-x.ndim}, {x.ndim}) for x of shape {x.shape}, got "
+                     f"{axis}")
   weights = jnp.asarray(smoothing_matrix(x.shape[axis], sigma), x.dtype)
   return jnp.moveaxis(jnp.tensordot(weights, jnp.moveaxis(x, axis, 0), axes=1), 0, axis)
 
@@ -143,6 +154,15 @@ def _check_input(joints: jax.typing.ArrayLike) -> jax.Array:
   if not isinstance(joints, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(joints))):
     bad = np.unique(np.nonzero(~np.isfinite(np.asarray(joints)))[0])
     raise ValueError(f"joints must be finite, got NaN or inf at frames {bad[:10].tolist()}")
+  if not isinstance(joints, jax.core.Tracer):  # traced degenerate poses give NaN features
+    value = np.asarray(joints)
+    bones = np.linalg.norm(value[:, 1:] - value[:, list(skeleton.PARENTS[1:])], axis=-1)
+    if not np.all(bones > 0):
+      t, j = np.argwhere(~(bones > 0))[0]
+      raise ValueError(f"joints[{t}, {j + 1}] coincides with its parent joint "
+                       f"{skeleton.PARENTS[j + 1]}: a zero-length bone has no direction to "
+                       "retarget (all-zero or collapsed joints)")
+    skeleton.facing_direction(value)  # raises for poses with no facing direction
   return joints
 
 
@@ -188,7 +208,10 @@ def features_from_joints(joints: jax.typing.ArrayLike, *,
   """The 263-d features [t-1, 263] of one motion joints [t, 22, 3] (y up, metres, t >= 2);
   see the module docstring for the layout. `feet_threshold` bounds a foot's squared
   displacement per frame (m²) for it to count as in contact."""
-  features, _ = _process(_check_input(joints), float(feet_threshold))
+  feet_threshold = static_number("feet_threshold", feet_threshold)
+  if not 0 <= feet_threshold < np.inf:
+    raise ValueError(f"feet_threshold must be a finite number >= 0 (m²), got {feet_threshold}")
+  features, _ = _process(_check_input(joints), feet_threshold)
   return features
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from iclr_jax import checks
 from iclr_jax.motion.camera import project_to_screen
 
 FRAMING_LIMIT = 2.0  # screen coordinates beyond ±2 (twice the frame) are clipped
@@ -49,12 +50,15 @@ def _check_w(z_shape, z_framing_shape, w: jax.Array) -> None:
 
 
 def _correct(z, z_framing, w, w_pinv, weight):
+  weight = jnp.where((weight >= 0) & (weight <= 1), weight, jnp.nan)  # traced, out of range
   return z + weight * (z_framing - z @ w.T) @ w_pinv.T
 
 
 def framing_correction(z: jax.Array, z_framing: jax.Array, w: jax.Array, *,
                        weight: float) -> jax.Array:
-  """ẑ + weight · (ẑ_F − ẑ Wᵀ) W⁺ᵀ for z [..., d], z_framing [..., k] and W [k, d]."""
+  """ẑ + weight · (ẑ_F − ẑ Wᵀ) W⁺ᵀ for z [..., d], z_framing [..., k] and W [k, d]; weight
+  in [0, 1] (a traced one outside it gives NaN)."""
+  checks.check_range("weight", weight, 0.0, 1.0)
   w = jnp.asarray(w)
   _check_w(z.shape, z_framing.shape, w)
   return _correct(z, z_framing, w, jnp.linalg.pinv(w), weight)
@@ -64,8 +68,10 @@ def auxiliary_sampling(denoise: Callable[[jax.Array, jax.Array], jax.Array], w: 
                        weight: float) -> Callable[[jax.Array, jax.Array], jax.Array]:
   """A denoiser `(x_t, t) -> x̂_0` over x = [z (d channels), z_F (k channels)] whose ẑ is
   corrected by `framing_correction` (W [k, d]); the sampler must use the x_0
-  parameterization. weight 0 returns `denoise` itself (so samples equal plain CFG's)."""
-  if weight == 0:
+  parameterization. weight 0 returns `denoise` itself (so samples equal plain CFG's); weight
+  in [0, 1] (a traced one outside it gives NaN)."""
+  checks.check_range("weight", weight, 0.0, 1.0)
+  if not checks.is_traced(weight) and weight == 0:
     return denoise
   w = jnp.asarray(w)
   d = w.shape[1]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from iclr_jax import checks
 from iclr_jax.diffusion import gaussian
 
 Apply = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
@@ -23,10 +24,20 @@ def frame_mask(lengths: jax.Array, frames: int) -> jax.Array:
 
 
 def masked_mse(prediction: jax.Array, target: jax.Array, lengths: jax.Array) -> jax.Array:
-  """Mean squared error over the valid frames (and all features) of [b, T, F] arrays."""
+  """Mean squared error over the valid frames (and all features) of [b, T, F] arrays;
+  lengths int [b] in [1, T] (a traced length outside it makes the loss NaN)."""
+  if jnp.ndim(prediction) != 3 or jnp.shape(target) != jnp.shape(prediction):
+    raise ValueError(f"prediction and target must both be [b, T, F], got shapes "
+                     f"{jnp.shape(prediction)} and {jnp.shape(target)}")
+  if jnp.shape(lengths) != jnp.shape(prediction)[:1]:
+    raise ValueError(f"lengths must be int [b={prediction.shape[0]}], got shape "
+                     f"{jnp.shape(lengths)}")
+  checks.check_range("lengths", lengths, 1, prediction.shape[1])
   mask = frame_mask(lengths, prediction.shape[1])
   sq = jnp.sum(mask * (prediction - target) ** 2, axis=(1, 2))
-  return jnp.mean(sq / jnp.maximum(jnp.sum(mask, axis=(1, 2)) * prediction.shape[2], 1.0))
+  loss = jnp.mean(sq / jnp.maximum(jnp.sum(mask, axis=(1, 2)) * prediction.shape[2], 1.0))
+  ok = jnp.all((lengths >= 1) & (lengths <= prediction.shape[1]))
+  return jnp.where(ok, loss, jnp.nan)
 
 
 def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Array,
@@ -37,7 +48,12 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
 
   `apply` may return (output, auxiliary output), e.g. TriC-Motion's disentangled read-out;
   its error against the same target is added with `aux_weight`. Returns (loss, parts).
+  A traced drop_probability outside [0, 1] or aux_weight < 0 makes the loss NaN.
   """
+  checks.check_range("drop_probability", drop_probability, 0.0, 1.0)
+  checks.check_range("aux_weight", aux_weight, 0.0, jnp.inf, high_open=True)
+  ok = ((drop_probability >= 0) & (drop_probability <= 1) & (aux_weight >= 0)
+        & (aux_weight < jnp.inf))
   k_t, k_noise, k_drop = jax.random.split(key, 3)
   b = x0.shape[0]
   t = jax.random.randint(k_t, (b,), 0, schedule.num_steps)
@@ -49,19 +65,23 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
   out = apply(xt, t, keep)
   if not isinstance(out, tuple):
     simple = masked_mse(out, target, lengths)
-    return simple, {"loss_simple": simple}
+    return jnp.where(ok, simple, jnp.nan), {"loss_simple": simple}
   simple, aux = masked_mse(out[0], target, lengths), masked_mse(out[1], target, lengths)
-  return simple + aux_weight * aux, {"loss_simple": simple, "loss_aux": aux}
+  return (jnp.where(ok, simple + aux_weight * aux, jnp.nan),
+          {"loss_simple": simple, "loss_aux": aux})
 
 
 def guided(apply: Apply, scale: float) -> Callable[[jax.Array, jax.Array], jax.Array]:
   """The classifier-free guided denoiser `(x_t, t) -> output`: the call with and the call
   without the condition, combined by `gaussian.classifier_free_guidance` (scale 1 calls
-  the conditional model only)."""
+  the conditional model only). `scale` is a finite number; a traced NaN or inf gives NaN
+  outputs."""
+  checks.check_range("scale", scale, -jnp.inf, jnp.inf, low_open=True, high_open=True)
+
   def denoise(x, t):
     b = x.shape[0]
     conditional = apply(x, t, jnp.ones(b, bool))
-    if scale == 1.0:
+    if not checks.is_traced(scale) and scale == 1.0:
       return conditional
     return gaussian.classifier_free_guidance(conditional, apply(x, t, jnp.zeros(b, bool)),
                                              scale)

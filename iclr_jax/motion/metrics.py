@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.checks import concrete, float_dtype
+from iclr_jax.checks import concrete, float_dtype, static_int, static_number
 
 
 def gaussian_statistics(activations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +57,12 @@ def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
       raise ValueError(f"{name} must be [{d}, {d}], got shape {sigma.shape}")
     if not np.all(np.isfinite(sigma)):
       raise ValueError(f"{name} must be finite")
+    if not np.allclose(sigma, sigma.T, rtol=1e-6, atol=1e-9):
+      raise ValueError(f"{name} must be symmetric (a covariance)")
+    low = np.linalg.eigvalsh(sigma).min()
+    if low < -1e-6 * max(1.0, np.abs(sigma).max()):
+      raise ValueError(f"{name} must be positive semi-definite (a covariance), has eigenvalue "
+                       f"{low:.3g}")
   root1 = _psd_sqrt(sigma1)
   eig = np.linalg.eigvalsh(root1 @ sigma2 @ root1)
   cross = np.sqrt(np.clip(eig, 0.0, None)).sum()
@@ -65,6 +71,9 @@ def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
 
 def euclidean_distances(a: jax.Array, b: jax.Array) -> jax.Array:
   """Pairwise Euclidean distances [n, m] between rows of a [n, d] and b [m, d]."""
+  if jnp.ndim(a) != 2 or jnp.ndim(b) != 2 or jnp.shape(a)[1] != jnp.shape(b)[1]:
+    raise ValueError(f"a and b must be [n, d] and [m, d] with one d, got shapes "
+                     f"{jnp.shape(a)} and {jnp.shape(b)}")
   sq = (jnp.sum(a ** 2, -1)[:, None] + jnp.sum(b ** 2, -1)[None, :] - 2 * a @ b.T)
   return jnp.sqrt(jnp.maximum(sq, 0.0))
 
@@ -88,6 +97,8 @@ def r_precision(text: jax.typing.ArrayLike, motion: jax.typing.ArrayLike, *,
   """R-precision and matching score of paired embeddings text [n, d], motion [n, d] (row i
   of each describes the same sample), over the n // batch_size full batches."""
   text, motion = _pair(text, motion)
+  batch_size = static_int("batch_size", batch_size, low=1)
+  top_k = static_int("top_k", top_k, low=1)
   batches = text.shape[0] // batch_size
   if batches < 1 or top_k > batch_size:
     raise ValueError(f"r_precision needs n >= batch_size={batch_size} >= top_k={top_k}, "
@@ -114,6 +125,7 @@ def diversity(activations: jax.typing.ArrayLike, key: jax.Array, *,
   """Mean distance between `times` random motions and `times` others, activations [n, d]
   (each set drawn without replacement, n >= times)."""
   a = jnp.asarray(activations)
+  times = static_int("times", times, low=1)
   if a.ndim != 2 or a.shape[0] < times:
     raise ValueError(f"activations must be [n >= times={times}, d], got shape {a.shape}")
   return _random_pairs_distance(a.astype(float_dtype(a)), times, key)
@@ -124,6 +136,7 @@ def multimodality(activations: jax.typing.ArrayLike, key: jax.Array, *,
   """Per text, the mean distance between two random sets of `times` of its generated motions,
   averaged over texts; activations [texts, repeats >= times, d]."""
   a = jnp.asarray(activations)
+  times = static_int("times", times, low=1)
   if a.ndim != 3 or a.shape[1] < times:
     raise ValueError(f"activations must be [texts, repeats >= times={times}, d], got shape "
                      f"{a.shape}")
@@ -139,5 +152,10 @@ def mean_interval(values, *, confidence: float = 0.95) -> tuple[float, float]:
   v = concrete(values)
   if v is None or v.ndim != 1 or v.size < 2:
     raise ValueError(f"values must be a concrete vector of >= 2 repeats, got {values!r}")
+  if not np.issubdtype(v.dtype, np.number) or not np.all(np.isfinite(v)):
+    raise ValueError(f"values must be finite numbers, got {v.tolist()}")
+  confidence = static_number("confidence", confidence)
+  if not 0 < confidence < 1:
+    raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
   z = NormalDist().inv_cdf(0.5 + confidence / 2)
   return float(v.mean()), float(z * v.std() / np.sqrt(v.size))

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax.checks import concrete
+
 from iclr_jax.motion.quaternion import qbetween, qinv, qmul, qrot
 
 NUM_JOINTS = 22
@@ -73,9 +75,27 @@ def facing_direction(joints: jax.typing.ArrayLike, face_joints=FACE_JOINTS, *,
   """The horizontal forward direction [..., 3] of poses joints [..., 22, 3]: up x the unit
   (hip axis + shoulder axis), with `face_joints` = (a, b, c, d) giving the axes
   joints[a] - joints[b] and joints[c] - joints[d]. Unnormalised, its length is the sine of
-  the axis's angle to the vertical (what the dataset smooths over time)."""
-  a, b, c, d = face_joints
+  the axis's angle to the vertical (what the dataset smooths over time). Concrete poses
+  whose axes cancel or stand vertical (e.g. all-zero joints: no facing direction) are a
+  ValueError; traced ones give NaN there."""
+  joints = jnp.asarray(joints)
+  if joints.ndim < 2 or joints.shape[-1] != 3:
+    raise ValueError(f"joints must be [..., joints, 3], got shape {joints.shape}")
+  face = np.asarray(face_joints)
+  if face.shape != (4,) or not np.issubdtype(face.dtype, np.integer) or (
+      face.min() < 0 or face.max() >= joints.shape[-2]):
+    raise ValueError(f"face_joints must be 4 joint ids in [0, {joints.shape[-2]}), got "
+                     f"{face_joints!r}")
+  a, b, c, d = face.tolist()
   across = (joints[..., a, :] - joints[..., b, :]) + (joints[..., c, :] - joints[..., d, :])
+  value = concrete(across)
+  if value is not None and value.size:
+    horizontal = np.linalg.norm(value[..., [0, 2]], axis=-1)
+    if not np.all(horizontal > 1e-9 * (1 + np.linalg.norm(value, axis=-1))):
+      first = np.argwhere(~(horizontal > 1e-9 * (1 + np.linalg.norm(value, axis=-1))))[0]
+      raise ValueError(f"joints at index {tuple(first.tolist())} have no facing direction: "
+                       f"the hip + shoulder axis (joints {a}-{b} + {c}-{d}) is zero or "
+                       "vertical (e.g. all-zero or collapsed joints)")
   across = across / jnp.linalg.norm(across, axis=-1, keepdims=True)
   forward = jnp.cross(jnp.array([0.0, 1.0, 0.0], across.dtype), across)
   if not normalize:
