@@ -70,6 +70,8 @@ def static_int(name: str, x: Any, *, low: int | None = None, high: int | None = 
 def _describe(v: np.ndarray) -> str:
   if v.size == 1:
     return f"{v.reshape(-1)[0].item()!r}"
+  if np.isnan(v).all():
+    return f"only NaN ({v.size} values)"
   return f"values in [{np.nanmin(v):.6g}, {np.nanmax(v):.6g}] (NaN: {int(np.isnan(v).sum())})"
 
 

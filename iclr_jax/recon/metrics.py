@@ -12,12 +12,21 @@
   `relative_pose_error`: mean translation and rotation (degrees) error of consecutive
   relative motions, the predicted trajectory first scaled by the Sim(3) alignment's s.
 - `depth_metrics`: AbsRel and δ < 1.25 over valid pixels, optionally after median scaling.
+
+Degenerate input: `umeyama_sim3` needs n >= 3 points whose spread has rank >= 2 (concrete:
+a ValueError; traced: a NaN rotation), since otherwise the rotation is arbitrary. The
+trajectory errors stay defined: a static trajectory (or prediction) is aligned with scale 0
+onto the other's mean, so a static camera against a static truth scores 0. A depth map with
+no valid pixel gives NaN, never a perfect 0.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from iclr_jax import checks
 
 CHUNK = 1024
 
@@ -26,16 +35,13 @@ def _points(name: str, x) -> jax.Array:
   x = jnp.asarray(x)
   if x.ndim != 2 or x.shape[-1] != 3 or x.shape[0] < 1:
     raise ValueError(f"{name} must be [n >= 1, 3] points, got shape {x.shape}")
+  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True)
   return x.astype(jnp.result_type(x.dtype, jnp.float32))
 
 
-def umeyama_sim3(src: jax.typing.ArrayLike, dst: jax.typing.ArrayLike
-                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """(scale, R [3, 3], t [3]) with dst ≈ scale · R @ src + t, for src, dst [n, 3] (n >= 3,
-  not all collinear for a unique R)."""
-  src, dst = _points("src", src), _points("dst", dst)
-  if src.shape != dst.shape:
-    raise ValueError(f"src and dst must have the same shape, got {src.shape} and {dst.shape}")
+def _sim3(src, dst):
+  """Umeyama's (scale, R, t, singular values of the cross-covariance, src variance); a
+  src without spread gets scale 0 (the best fit is then dst's mean)."""
   mu_s, mu_d = src.mean(0), dst.mean(0)
   xs, xd = src - mu_s, dst - mu_d
   cov = xd.T @ xs / src.shape[0]
@@ -43,8 +49,28 @@ def umeyama_sim3(src: jax.typing.ArrayLike, dst: jax.typing.ArrayLike
   sign = jnp.sign(jnp.linalg.det(u) * jnp.linalg.det(vt))  # −1: a reflection to undo
   d = jnp.concatenate([jnp.ones(2, src.dtype), jnp.where(sign == 0, 1.0, sign)[None]])
   rotation = (u * d) @ vt
-  scale = jnp.sum(sigma * d) / jnp.mean(jnp.sum(xs ** 2, -1))
-  return scale, rotation, mu_d - scale * rotation @ mu_s
+  var = jnp.mean(jnp.sum(xs ** 2, -1))
+  scale = jnp.where(var > 0, jnp.sum(sigma * d) / jnp.where(var > 0, var, 1.0), 0.0)
+  return scale, rotation, mu_d - scale * rotation @ mu_s, sigma
+
+
+def umeyama_sim3(src: jax.typing.ArrayLike, dst: jax.typing.ArrayLike
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(scale, R [3, 3], t [3]) with dst ≈ scale · R @ src + t, for src, dst [n, 3]: n >= 3
+  and a cross-covariance of rank >= 2 (not all collinear), else R is not determined
+  (concrete: a ValueError; traced: R and t are NaN)."""
+  src, dst = _points("src", src), _points("dst", dst)
+  if src.shape != dst.shape:
+    raise ValueError(f"src and dst must have the same shape, got {src.shape} and {dst.shape}")
+  if src.shape[0] < 3:
+    raise ValueError(f"src and dst need n >= 3 points for a unique rotation, got {src.shape[0]}")
+  scale, rotation, t, sigma = _sim3(src, dst)
+  unique = sigma[1] > 1e-6 * jnp.maximum(sigma[0], jnp.finfo(sigma.dtype).tiny)
+  if not checks.is_traced(unique) and not bool(unique):
+    raise ValueError("src and dst are collinear (or coincide): their cross-covariance has "
+                     f"rank < 2 (singular values {np.asarray(sigma).tolist()}), so the "
+                     "rotation is not determined")
+  return scale, jnp.where(unique, rotation, jnp.nan), jnp.where(unique, t, jnp.nan)
 
 
 def _nearest(queries: jax.Array, points: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -103,6 +129,7 @@ def _poses(name: str, x) -> jax.Array:
   x = jnp.asarray(x)
   if x.ndim != 3 or x.shape[1:] != (4, 4) or x.shape[0] < 2:
     raise ValueError(f"{name} must be [s >= 2, 4, 4] camera-to-world poses, got {x.shape}")
+  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True)
   return x.astype(jnp.result_type(x.dtype, jnp.float32))
 
 
@@ -111,7 +138,10 @@ def absolute_trajectory_error(pred_poses: jax.typing.ArrayLike,
   """RMSE of camera centres [s, 4, 4] -> scalar, after the Sim(3) alignment of the predicted
   centres onto the true ones."""
   p, g = _poses("pred_poses", pred_poses)[:, :3, 3], _poses("gt_poses", gt_poses)[:, :3, 3]
-  s, r, t = umeyama_sim3(p, g)
+  if p.shape != g.shape:
+    raise ValueError(f"pred_poses and gt_poses must have one shape, got {p.shape} and "
+                     f"{g.shape}")
+  s, r, t, _ = _sim3(p, g)  # collinear or static paths still align to unique positions
   aligned = s * p @ r.T + t
   return jnp.sqrt(jnp.mean(jnp.sum((aligned - g) ** 2, -1)))
 
@@ -131,7 +161,10 @@ def relative_pose_error(pred_poses: jax.typing.ArrayLike, gt_poses: jax.typing.A
   """(translation error, rotation error in degrees), means over consecutive frame pairs of
   the relative motions T_i⁻¹ T_{i+1}; predicted translations scaled by the Sim(3) scale."""
   p, g = _poses("pred_poses", pred_poses), _poses("gt_poses", gt_poses)
-  s, _, _ = umeyama_sim3(p[:, :3, 3], g[:, :3, 3])
+  if p.shape != g.shape:
+    raise ValueError(f"pred_poses and gt_poses must have one shape, got {p.shape} and "
+                     f"{g.shape}")
+  s, _, _, _ = _sim3(p[:, :3, 3], g[:, :3, 3])
   p = p.at[:, :3, 3].multiply(s)
   rel = lambda x: jnp.linalg.inv(x[:-1]) @ x[1:]
   rp, rg = rel(p), rel(g)
@@ -144,7 +177,8 @@ def depth_metrics(pred: jax.typing.ArrayLike, gt: jax.typing.ArrayLike,
                   valid: jax.typing.ArrayLike | None = None, *,
                   median_scale: bool = False) -> dict[str, jax.Array]:
   """{'abs_rel', 'delta_1.25'} over pixels where `valid` (default gt > 0); with
-  `median_scale` the prediction is first scaled by median(gt) / median(pred) there."""
+  `median_scale` the prediction is first scaled by median(gt) / median(pred) there. With no
+  valid pixel both are NaN (concrete or traced), never a perfect score."""
   pred, gt = jnp.asarray(pred, jnp.float32), jnp.asarray(gt, jnp.float32)
   if pred.shape != gt.shape:
     raise ValueError(f"pred and gt must have one shape, got {pred.shape} and {gt.shape}")
@@ -158,4 +192,6 @@ def depth_metrics(pred: jax.typing.ArrayLike, gt: jax.typing.ArrayLike,
   abs_rel = jnp.where(valid, jnp.abs(pred - gt) / safe_gt, 0.0).sum() / n
   ratio = jnp.maximum(safe_pred / safe_gt, safe_gt / safe_pred)
   delta = jnp.where(valid, ratio < 1.25, False).sum() / n
-  return {"abs_rel": abs_rel, "delta_1.25": delta}
+  some = valid.sum() > 0
+  return {"abs_rel": jnp.where(some, abs_rel, jnp.nan),
+          "delta_1.25": jnp.where(some, delta, jnp.nan)}

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr_jax import checks
+
 LIGHT = np.array([0.4, -0.8, -0.45]) / np.linalg.norm([0.4, -0.8, -0.45])  # toward the light
 AMBIENT = 0.35
 
@@ -80,15 +82,74 @@ def _boxes(o, d, lo, hi):
   return jnp.where(hit, t, jnp.inf), jnp.where(t_in > 1e-6, near.argmax(-1), far.argmin(-1))
 
 
+def check_scene(scene: Scene) -> jax.Array:
+  """Raises a ValueError for a scene with no object, mismatched shapes, or (concrete) radii
+  <= 0, zero normals, inverted boxes, colours outside [0, 1] or non-finite values; returns
+  whether the (possibly traced) values are valid, for `render` to NaN its outputs if not."""
+  if not isinstance(scene, Scene):
+    raise ValueError(f"scene must be a Scene, got {type(scene).__name__}")
+  kinds = {"sphere": (scene.sphere_centres, scene.sphere_colours),
+           "plane": (scene.plane_points, scene.plane_colours),
+           "box": (scene.box_min, scene.box_colours)}
+  for kind, (where, colours) in kinds.items():
+    n = jnp.shape(where)[0] if jnp.ndim(where) == 2 else -1
+    if jnp.shape(where) != (n, 3) or jnp.shape(colours) != (n, 2, 3):
+      raise ValueError(f"scene's {kind}s need positions [n, 3] and colours [n, 2, 3], got "
+                       f"{jnp.shape(where)} and {jnp.shape(colours)}")
+  s, p, b = (jnp.shape(x)[0] for x in (scene.sphere_centres, scene.plane_points,
+                                       scene.box_min))
+  if s + p + b == 0:
+    raise ValueError("scene holds no object (no sphere, plane or box) to render")
+  if (jnp.shape(scene.sphere_radii) != (s,) or jnp.shape(scene.plane_normals) != (p, 3)
+      or jnp.shape(scene.box_max) != (b, 3)):
+    raise ValueError("scene's sphere_radii [S], plane_normals [P, 3] and box_max [B, 3] must "
+                     "match their objects")
+  if not (isinstance(scene.checker, (int, float)) and 0 < scene.checker < np.inf):
+    raise ValueError(f"scene.checker must be a finite cell size > 0, got {scene.checker!r}")
+  for name in ("sphere_centres", "plane_points", "box_min", "box_max", "plane_normals"):
+    checks.check_range(f"scene.{name}", getattr(scene, name), -np.inf, np.inf,
+                       low_open=True, high_open=True)
+  checks.check_range("scene.sphere_radii", scene.sphere_radii, 0.0, np.inf, low_open=True,
+                     high_open=True)
+  for name in ("sphere_colours", "plane_colours", "box_colours"):
+    checks.check_range(f"scene.{name}", getattr(scene, name), 0.0, 1.0)
+  normals = jnp.linalg.norm(scene.plane_normals, axis=-1)
+  inverted = scene.box_min > scene.box_max
+  for bad, what in ((normals <= 0, "scene.plane_normals must be non-zero"),
+                    (inverted, "scene.box_min must be <= scene.box_max")):
+    value = checks.concrete(bad)
+    if value is not None and value.any():
+      raise ValueError(f"{what} (object {int(np.argwhere(value)[0][0])})")
+  return (jnp.all(scene.sphere_radii > 0) & jnp.all(normals > 0) & ~jnp.any(inverted)
+          & jnp.all(jnp.isfinite(scene.sphere_centres)) & jnp.all(jnp.isfinite(scene.box_min))
+          & jnp.all(jnp.isfinite(scene.box_max)) & jnp.all(jnp.isfinite(scene.plane_points)))
+
+
 def render(scene: Scene, cam_to_world: jax.typing.ArrayLike, intrinsics: jax.typing.ArrayLike,
            *, height: int, width: int) -> dict[str, jax.Array]:
   """{'rgb' [H, W, 3], 'depth' [H, W] (0 where no hit), 'points' [H, W, 3] world (0 where no
-  hit), 'valid' [H, W]} of `scene` from a camera [4, 4] with intrinsics (fx, fy, cx, cy)."""
+  hit), 'valid' [H, W]} of `scene` from a camera [4, 4] with intrinsics (fx, fy, cx, cy).
+
+  Bad concrete input (see `check_scene`; fx, fy <= 0; non-finite poses) is a ValueError; a
+  traced scene with a radius <= 0, a zero normal or an inverted box renders NaN rgb, depth
+  and points, and no valid pixel."""
   cam_to_world = jnp.asarray(cam_to_world, jnp.float32)
   intrinsics = jnp.asarray(intrinsics, jnp.float32)
   if cam_to_world.shape != (4, 4) or intrinsics.shape != (4,):
     raise ValueError(f"cam_to_world must be [4, 4] and intrinsics (fx, fy, cx, cy) [4]; got "
                      f"{cam_to_world.shape} and {intrinsics.shape}")
+  height = checks.static_int("height", height, low=1)
+  width = checks.static_int("width", width, low=1)
+  checks.check_range("intrinsics fx, fy", intrinsics[:2], 0.0, np.inf, low_open=True,
+                     high_open=True)
+  checks.check_range("cam_to_world", cam_to_world, -np.inf, np.inf, low_open=True,
+                     high_open=True)
+  ok = check_scene(scene) & jnp.all(intrinsics[:2] > 0) & jnp.all(jnp.isfinite(cam_to_world))
+  out = _render(scene, cam_to_world, intrinsics, height, width)
+  return {k: (v & ok if k == "valid" else jnp.where(ok, v, jnp.nan)) for k, v in out.items()}
+
+
+def _render(scene, cam_to_world, intrinsics, height, width):
   o, d = pixel_rays(cam_to_world, intrinsics, height, width)
   t_s = _spheres(o, d, scene.sphere_centres, scene.sphere_radii)
   t_p = _planes(o, d, scene.plane_points, scene.plane_normals)
