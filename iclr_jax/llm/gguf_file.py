@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import tempfile
 from typing import Any
 
@@ -113,12 +114,36 @@ def unpermute_rotary(w: np.ndarray, num_heads: int) -> np.ndarray:
       w.shape)
 
 
+# The least bytes one tensor-info / one key-value record can take in a GGUF header (a name
+# length, a type, and the smallest payload): counts that the file's size cannot hold are lies.
+_MIN_TENSOR_INFO, _MIN_KV = 8 + 4 + 8 + 4 + 8, 8 + 4 + 1
+
+
+def check_gguf_header(path: str) -> None:
+  """ValueError unless `path` starts with a GGUF header (magic, version 2 or 3) whose tensor
+  and key-value counts fit in the file's size: a hostile header cannot make the reader
+  allocate or loop for 2^62 records."""
+  size = os.path.getsize(path)
+  with open(path, "rb") as f:
+    head = f.read(24)
+  if len(head) < 24 or head[:4] != b"GGUF":
+    raise ValueError(f"{path!r} is not a readable GGUF file: no GGUF magic and header")
+  version, tensors, kvs = struct.unpack("<IQQ", head[4:24])
+  if version not in (2, 3):
+    raise ValueError(f"{path!r} is not a readable GGUF file: version {version} (2 or 3 known)")
+  if tensors * _MIN_TENSOR_INFO + kvs * _MIN_KV > size:
+    raise ValueError(f"{path!r} is not a readable GGUF file: its header claims {tensors} "
+                     f"tensors and {kvs} metadata entries, more than its {size} bytes can hold")
+
+
 def _reader(path: str):
   import gguf  # pylint: disable=import-outside-toplevel
+  check_gguf_header(path)
   try:
     return gguf.GGUFReader(path)
-  except (ValueError, OSError, KeyError) as e:
-    raise ValueError(f"{path!r} is not a readable GGUF file: {e}") from e
+  except (ValueError, OSError, KeyError, IndexError, struct.error, UnicodeDecodeError,
+          OverflowError, MemoryError) as e:
+    raise ValueError(f"{path!r} is not a readable GGUF file: {type(e).__name__}: {e}") from e
 
 
 BLOCK_KINDS = {"Q4_1": "q4_1", "Q8_0": "q8_0"}  # GGUF types a model can keep packed

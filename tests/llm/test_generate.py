@@ -1,6 +1,8 @@
 """Generation and scoring with the pretrained LLM: greedy continuations against llama.cpp's,
 cached decoding against full recomputation, score against logits, bad input."""
 
+import struct
+
 import jax
 import numpy as np
 import pytest
@@ -177,3 +179,18 @@ def test_bad_generation_arguments_are_named(smollm, kwargs, match):
   kwargs = dict(dict(max_new_tokens=2), **kwargs)
   with pytest.raises(ValueError, match=match):
     smollm.generate_ids(**kwargs)
+
+
+@pytest.mark.parametrize("header,match", [
+    (b"GGUF" + struct.pack("<IQQ", 3, 2**62, 0), "claims 4611686018427387904 tensors"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 0, 2**40), "metadata entries, more than"),
+    (b"GGUF" + struct.pack("<IQQ", 9, 0, 0), "version 9"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + b"\xff" * 40, "not a readable GGUF file"),
+    (b"GGU", "no GGUF magic"),
+])
+def test_a_hostile_gguf_header_is_refused_before_reading(tmp_path, header, match):
+  from iclr_jax.llm import load_pretrained
+  path = tmp_path / "hostile.gguf"
+  path.write_bytes(header + b"\0" * 64)
+  with pytest.raises(ValueError, match=match):
+    load_pretrained(str(path))
