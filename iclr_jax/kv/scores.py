@@ -123,9 +123,10 @@ def keep_recent(scores: jax.Array, lengths: jax.Array, recent: int) -> jax.Array
   if jnp.ndim(scores) != 3:
     raise ValueError(f"scores must be [batch, num_kv_heads, T], got shape {jnp.shape(scores)}")
   _check_lengths(lengths, scores.shape[0], scores.shape[-1])
-  check_range("recent", recent, 0, scores.shape[-1])  # may be traced
+  check_range("recent", recent, 0, scores.shape[-1], traced_check=False)  # may be traced
   top = jnp.max(jnp.where(jnp.isfinite(scores), scores, 0.0), axis=-1, keepdims=True) + 1.0
-  return _always_keep(scores, lengths, lengths - recent, lengths, top)
+  kept = _always_keep(scores, lengths, lengths - recent, lengths, top)
+  return jnp.where((recent >= 0) & (recent <= scores.shape[-1]), kept, jnp.nan)
 
 
 def last_queries(queries: jax.Array, lengths: jax.Array, window: int

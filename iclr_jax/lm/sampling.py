@@ -131,7 +131,7 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
     raise ValueError(f"prompt must be int [batch, prompt_len] and lengths int [batch], got "
                      f"shapes {jnp.shape(prompt)} and {jnp.shape(lengths)}")
   b, p = prompt.shape
-  check_range("lengths", lengths, 1, p)
+  check_range("lengths", lengths, 1, p, traced_check=False)
   capacity = getattr(cache, "capacity", None)
   if getattr(cache, "slots", None) is None and capacity is not None and (
       capacity < p + max_new_tokens - 1):

@@ -196,8 +196,8 @@ def tokmem_loss(hidden: jax.Array, kernel: jax.Array, bank: MemoryBank, tokens: 
   for name, x in (("query_lengths", query_lengths), ("lengths", lengths)):
     if jnp.shape(x) != (b,):
       raise ValueError(f"{name} must be int [batch={b}], got shape {jnp.shape(x)}")
-  check_range("query_lengths", query_lengths, 1, s)
-  check_range("lengths", lengths, 2, s)
+  check_range("query_lengths", query_lengths, 1, s, traced_check=False)
+  check_range("lengths", lengths, 2, s, traced_check=False)
   num_ids = kernel.shape[-1] + (bank.num if readout else 0)
   mask = response_mask(query_lengths, lengths, s)
   targets = tokens[:, 1:]

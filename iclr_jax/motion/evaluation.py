@@ -28,7 +28,8 @@ def contrastive_loss(text: jax.Array, motion: jax.Array, same: jax.Array, *,
       jnp.shape(same) != (jnp.shape(text)[0],) * 2):
     raise ValueError(f"need text [b, d], motion [b, d] and same [b, b]; got shapes "
                      f"{jnp.shape(text)}, {jnp.shape(motion)} and {jnp.shape(same)}")
-  checks.check_range("temperature", temperature, 0.0, jnp.inf, low_open=True, high_open=True)
+  checks.check_range("temperature", temperature, 0.0, jnp.inf, low_open=True, high_open=True,
+                     traced_check=False)
   given = checks.concrete(same)
   if given is not None and not given.astype(bool).any(axis=-1).all():
     raise ValueError("same must mark at least one positive in every row (its own pair)")

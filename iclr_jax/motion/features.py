@@ -147,23 +147,25 @@ def _foot_contacts(positions: jax.Array, feet, threshold: float) -> jax.Array:
 
 
 def _check_input(joints: jax.typing.ArrayLike) -> jax.Array:
-  joints = jnp.asarray(joints)
-  if joints.ndim != 3:
-    raise ValueError(f"joints must be [time, 22, 3] (one motion), got shape {joints.shape}")
-  joints = skeleton.check_joints("joints", joints, min_frames=2)
-  if not isinstance(joints, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(joints))):
-    bad = np.unique(np.nonzero(~np.isfinite(np.asarray(joints)))[0])
+  if jnp.ndim(joints) != 3:
+    raise ValueError(f"joints must be [time, 22, 3] (one motion), got shape "
+                     f"{jnp.shape(joints)}")
+  out = skeleton.check_joints("joints", joints, min_frames=2)
+  if isinstance(joints, jax.core.Tracer):  # traced degenerate poses give NaN features
+    return out
+  value = np.asarray(joints)  # the checks below in NumPy: no device dispatch per check
+  finite = np.isfinite(value)
+  if not finite.all():
+    bad = np.unique(np.nonzero(~finite)[0])
     raise ValueError(f"joints must be finite, got NaN or inf at frames {bad[:10].tolist()}")
-  if not isinstance(joints, jax.core.Tracer):  # traced degenerate poses give NaN features
-    value = np.asarray(joints)
-    bones = np.linalg.norm(value[:, 1:] - value[:, list(skeleton.PARENTS[1:])], axis=-1)
-    if not np.all(bones > 0):
-      t, j = np.argwhere(~(bones > 0))[0]
-      raise ValueError(f"joints[{t}, {j + 1}] coincides with its parent joint "
-                       f"{skeleton.PARENTS[j + 1]}: a zero-length bone has no direction to "
-                       "retarget (all-zero or collapsed joints)")
-    skeleton.facing_direction(value)  # raises for poses with no facing direction
-  return joints
+  bones = np.linalg.norm(value[:, 1:] - value[:, list(skeleton.PARENTS[1:])], axis=-1)
+  if not np.all(bones > 0):
+    t, j = np.argwhere(~(bones > 0))[0]
+    raise ValueError(f"joints[{t}, {j + 1}] coincides with its parent joint "
+                     f"{skeleton.PARENTS[j + 1]}: a zero-length bone has no direction to "
+                     "retarget (all-zero or collapsed joints)")
+  skeleton.check_facing(value)
+  return out
 
 
 @functools.partial(jax.jit, static_argnums=3)

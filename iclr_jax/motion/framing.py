@@ -58,7 +58,7 @@ def framing_correction(z: jax.Array, z_framing: jax.Array, w: jax.Array, *,
                        weight: float) -> jax.Array:
   """ẑ + weight · (ẑ_F − ẑ Wᵀ) W⁺ᵀ for z [..., d], z_framing [..., k] and W [k, d]; weight
   in [0, 1] (a traced one outside it gives NaN)."""
-  checks.check_range("weight", weight, 0.0, 1.0)
+  checks.check_range("weight", weight, 0.0, 1.0, traced_check=False)
   w = jnp.asarray(w)
   _check_w(z.shape, z_framing.shape, w)
   return _correct(z, z_framing, w, jnp.linalg.pinv(w), weight)
@@ -70,7 +70,7 @@ def auxiliary_sampling(denoise: Callable[[jax.Array, jax.Array], jax.Array], w: 
   corrected by `framing_correction` (W [k, d]); the sampler must use the x_0
   parameterization. weight 0 returns `denoise` itself (so samples equal plain CFG's); weight
   in [0, 1] (a traced one outside it gives NaN)."""
-  checks.check_range("weight", weight, 0.0, 1.0)
+  checks.check_range("weight", weight, 0.0, 1.0, traced_check=False)
   if not checks.is_traced(weight) and weight == 0:
     return denoise
   w = jnp.asarray(w)

@@ -32,7 +32,7 @@ def masked_mse(prediction: jax.Array, target: jax.Array, lengths: jax.Array) -> 
   if jnp.shape(lengths) != jnp.shape(prediction)[:1]:
     raise ValueError(f"lengths must be int [b={prediction.shape[0]}], got shape "
                      f"{jnp.shape(lengths)}")
-  checks.check_range("lengths", lengths, 1, prediction.shape[1])
+  checks.check_range("lengths", lengths, 1, prediction.shape[1], traced_check=False)
   mask = frame_mask(lengths, prediction.shape[1])
   sq = jnp.sum(mask * (prediction - target) ** 2, axis=(1, 2))
   loss = jnp.mean(sq / jnp.maximum(jnp.sum(mask, axis=(1, 2)) * prediction.shape[2], 1.0))
@@ -50,8 +50,8 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
   its error against the same target is added with `aux_weight`. Returns (loss, parts).
   A traced drop_probability outside [0, 1] or aux_weight < 0 makes the loss NaN.
   """
-  checks.check_range("drop_probability", drop_probability, 0.0, 1.0)
-  checks.check_range("aux_weight", aux_weight, 0.0, jnp.inf, high_open=True)
+  checks.check_range("drop_probability", drop_probability, 0.0, 1.0, traced_check=False)
+  checks.check_range("aux_weight", aux_weight, 0.0, jnp.inf, high_open=True, traced_check=False)
   ok = ((drop_probability >= 0) & (drop_probability <= 1) & (aux_weight >= 0)
         & (aux_weight < jnp.inf))
   k_t, k_noise, k_drop = jax.random.split(key, 3)
@@ -76,7 +76,8 @@ def guided(apply: Apply, scale: float) -> Callable[[jax.Array, jax.Array], jax.A
   without the condition, combined by `gaussian.classifier_free_guidance` (scale 1 calls
   the conditional model only). `scale` is a finite number; a traced NaN or inf gives NaN
   outputs."""
-  checks.check_range("scale", scale, -jnp.inf, jnp.inf, low_open=True, high_open=True)
+  checks.check_range("scale", scale, -jnp.inf, jnp.inf, low_open=True, high_open=True,
+                     traced_check=False)
 
   def denoise(x, t):
     b = x.shape[0]

@@ -70,6 +70,19 @@ def bone_offsets(joints: jax.typing.ArrayLike) -> jax.Array:
   return jnp.asarray(RAW_OFFSETS, joints.dtype) * lengths[..., None]
 
 
+def check_facing(joints: np.ndarray, face_joints=FACE_JOINTS) -> None:
+  """ValueError for concrete poses [..., 22, 3] with no facing direction: the hip + shoulder
+  axis zero or vertical (all-zero or collapsed joints). NumPy only (host-side)."""
+  a, b, c, d = face_joints
+  across = (joints[..., a, :] - joints[..., b, :]) + (joints[..., c, :] - joints[..., d, :])
+  horizontal = np.hypot(across[..., 0], across[..., 2])
+  bad = ~(horizontal > 1e-9 * (1 + np.abs(across).max(axis=-1, initial=0.0)))
+  if bad.any():
+    raise ValueError(f"joints at index {tuple(np.argwhere(bad)[0].tolist())} have no facing "
+                     f"direction: the hip + shoulder axis (joints {a}-{b} + {c}-{d}) is zero "
+                     "or vertical (e.g. all-zero or collapsed joints)")
+
+
 def facing_direction(joints: jax.typing.ArrayLike, face_joints=FACE_JOINTS, *,
                      normalize: bool = True) -> jax.Array:
   """The horizontal forward direction [..., 3] of poses joints [..., 22, 3]: up x the unit
@@ -87,15 +100,10 @@ def facing_direction(joints: jax.typing.ArrayLike, face_joints=FACE_JOINTS, *,
     raise ValueError(f"face_joints must be 4 joint ids in [0, {joints.shape[-2]}), got "
                      f"{face_joints!r}")
   a, b, c, d = face.tolist()
+  value = concrete(joints)
+  if value is not None:
+    check_facing(value, (a, b, c, d))
   across = (joints[..., a, :] - joints[..., b, :]) + (joints[..., c, :] - joints[..., d, :])
-  value = concrete(across)
-  if value is not None and value.size:
-    horizontal = np.linalg.norm(value[..., [0, 2]], axis=-1)
-    if not np.all(horizontal > 1e-9 * (1 + np.linalg.norm(value, axis=-1))):
-      first = np.argwhere(~(horizontal > 1e-9 * (1 + np.linalg.norm(value, axis=-1))))[0]
-      raise ValueError(f"joints at index {tuple(first.tolist())} have no facing direction: "
-                       f"the hip + shoulder axis (joints {a}-{b} + {c}-{d}) is zero or "
-                       "vertical (e.g. all-zero or collapsed joints)")
   across = across / jnp.linalg.norm(across, axis=-1, keepdims=True)
   forward = jnp.cross(jnp.array([0.0, 1.0, 0.0], across.dtype), across)
   if not normalize:

@@ -150,11 +150,11 @@ def bernstein_radius(var_zero, num_samples: int, dim: int, *, lipschitz: float,
                      delta: float):
   """ε = √(2 v₀ log((d + 1)/δ) / N) + 2 L log((d + 1)/δ) / (3N) (Suh et al.'s radius).
   A traced value out of range (v₀ or L < 0, δ outside (0, 1), N or d < 1) gives NaN."""
-  checks.check_range("var_zero", var_zero, 0.0, np.inf, high_open=True)
-  checks.check_range("num_samples", num_samples, 1.0, np.inf, high_open=True)
-  checks.check_range("dim", dim, 1.0, np.inf, high_open=True)
-  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True)
-  checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+  checks.check_range("var_zero", var_zero, 0.0, np.inf, high_open=True, traced_check=False)
+  checks.check_range("num_samples", num_samples, 1.0, np.inf, high_open=True, traced_check=False)
+  checks.check_range("dim", dim, 1.0, np.inf, high_open=True, traced_check=False)
+  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True, traced_check=False)
+  checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True, traced_check=False)
   ok = (_in(var_zero, 0.0, np.inf, high_open=True) & _in(num_samples, 1.0, np.inf)
         & _in(dim, 1.0, np.inf) & _in(lipschitz, 0.0, np.inf, high_open=True)
         & _in(delta, 0.0, 1.0, low_open=True, high_open=True))
@@ -172,7 +172,7 @@ def bias_constrained_aobg(f: Objective, theta, *, sigma: float, num_samples: int
   theta = _check(theta, sigma, num_samples, f)
   checks.check_range("gamma", gamma, 0.0, np.inf, low_open=True, high_open=True)
   checks.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True)
+  checks.check_range("lipschitz", lipschitz, 0.0, np.inf, high_open=True, traced_check=False)
   k_first, k_zero = jax.random.split(key)
   _, grads = _first_terms(f, theta, _noise(k_first, theta, sigma, num_samples))
   zero_terms = _zero_terms(f, theta, _noise(k_zero, theta, sigma, num_samples), sigma)

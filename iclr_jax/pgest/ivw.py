@@ -47,7 +47,7 @@ def _check_pair(first, zero, eps):
   if jnp.shape(first) != jnp.shape(zero) or jnp.ndim(first) != 3 or jnp.shape(first)[0] < 2:
     raise ValueError(f"first and zero must share a shape [actors >= 2, steps, actions], got "
                      f"{jnp.shape(first)} and {jnp.shape(zero)}")
-  checks.check_range("eps", eps, 0.0, np.inf, low_open=True, high_open=True)
+  checks.check_range("eps", eps, 0.0, np.inf, low_open=True, high_open=True, traced_check=False)
 
 
 def ivw_h_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> jax.Array:
@@ -55,7 +55,7 @@ def ivw_h_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) ->
   _check_pair(first, zero, eps)
   v0 = jnp.var(zero, axis=0, ddof=1)
   v1 = jnp.var(first, axis=0, ddof=1)
-  return v0 / (v0 + v1 + eps)
+  return v0 / (v0 + v1 + jnp.where(eps > 0, eps, jnp.nan))
 
 
 def ivw_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> jax.Array:
@@ -64,13 +64,13 @@ def ivw_alpha(first: jax.Array, zero: jax.Array, *, eps: float = IVW_H_EPS) -> j
   _check_pair(first, zero, eps)
   v0 = jnp.sum(jnp.var(zero, axis=0, ddof=1))
   v1 = jnp.sum(jnp.var(first, axis=0, ddof=1))
-  return v0 / (v0 + v1 + eps)
+  return v0 / (v0 + v1 + jnp.where(eps > 0, eps, jnp.nan))
 
 
 def combine(first: jax.Array, zero: jax.Array, alpha) -> jax.Array:
   """G = α g₁ + (1 − α) g₀ (α broadcast against [N, T, A]); α in [0, 1] (a traced α
   outside it, or NaN, gives NaN there)."""
-  checks.check_range("alpha", alpha, 0.0, 1.0)
+  checks.check_range("alpha", alpha, 0.0, 1.0, traced_check=False)
   alpha = jnp.where((alpha >= 0) & (alpha <= 1), alpha, jnp.nan)
   return alpha * first + (1 - alpha) * zero
 
@@ -96,7 +96,7 @@ def action_gradients(policy: Callable, params, dynamics: Callable, cost: Callabl
     noise: ε [N, T, A], standard normal.
     sigma: the policy's exploration scale (> 0).
   """
-  checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True)
+  checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True, traced_check=False)
   sigma = jnp.where(sigma > 0, sigma, jnp.nan)  # traced sigma <= 0: NaN gradients
   if jnp.ndim(initial_states) != 2:
     raise ValueError(f"initial_states must be [N, S], got shape {jnp.shape(initial_states)}")

@@ -19,9 +19,9 @@ The loop (one iteration; every evaluation of one example is a metric call):
 
 The budget is exact: an evaluation that would take the total past `max_metric_calls` is
 never started, and the run ends there; it also ends when a whole epoch of training
-minibatches in a row was already perfect (nothing is left to reflect on). With `run_dir`, the state is saved every iteration
-and every call is journaled (`state.py`), so a killed run restarted on the same directory
-resumes without repeating a call. All randomness comes from `random.Random(seed)`.
+minibatches in a row was already perfect (nothing is left to reflect on). With `run_dir`,
+the state is saved every iteration and every call is journaled (`state.py`, JSON only), so
+a killed run restarted on the same directory resumes without repeating a call. All randomness comes from `random.Random(seed)`.
 """
 
 from __future__ import annotations

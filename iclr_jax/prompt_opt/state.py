@@ -170,20 +170,23 @@ class Journal:
     return records
 
   @staticmethod
-  def _line(key: str, value: Any) -> str:
+  def _line(key: str, value: Any) -> tuple[str, Any]:
+    """(the JSON line of a record, the value as read back, or _UNSTORED when JSON cannot
+    hold it unchanged)."""
     if value is not _UNSTORED:
       try:
         text = json.dumps(value, allow_nan=False)
-        if json.loads(text) == value:
-          return json.dumps({"key": key, "value": value}) + "\n"
+        back = json.loads(text)
+        if back == value:
+          return f'{{"key": {json.dumps(key)}, "value": {text}}}\n', back
       except (TypeError, ValueError):
         pass
-    return json.dumps({"key": key, "stored": False}) + "\n"
+    return json.dumps({"key": key, "stored": False}) + "\n", _UNSTORED
 
   def _rewrite(self, records) -> None:
     with open(self.path + ".tmp", "w", encoding="utf-8") as f:
       for key, value in records:
-        f.write(self._line(key, value))
+        f.write(self._line(key, value)[0])
     os.replace(self.path + ".tmp", self.path)
 
   def call(self, key: str, fn: Callable[[], Any], *, to_json: Callable[[Any], Any] = _same,
@@ -203,9 +206,8 @@ class Journal:
         if self.path:
           self._rewrite(self.records)
     result = fn()
-    line = self._line(key, to_json(result))
-    stored = json.loads(line)
-    record = (key, stored["value"] if "value" in stored else _UNSTORED)
+    line, stored = self._line(key, to_json(result))
+    record = (key, stored)
     if self.position < len(self.records):  # an unstored record computed again
       self.records[self.position] = record
       if self.path:

@@ -35,7 +35,7 @@ def _points(name: str, x) -> jax.Array:
   x = jnp.asarray(x)
   if x.ndim != 2 or x.shape[-1] != 3 or x.shape[0] < 1:
     raise ValueError(f"{name} must be [n >= 1, 3] points, got shape {x.shape}")
-  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True)
+  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True, traced_check=False)
   return x.astype(jnp.result_type(x.dtype, jnp.float32))
 
 
@@ -129,7 +129,7 @@ def _poses(name: str, x) -> jax.Array:
   x = jnp.asarray(x)
   if x.ndim != 3 or x.shape[1:] != (4, 4) or x.shape[0] < 2:
     raise ValueError(f"{name} must be [s >= 2, 4, 4] camera-to-world poses, got {x.shape}")
-  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True)
+  checks.check_range(name, x, -np.inf, np.inf, low_open=True, high_open=True, traced_check=False)
   return x.astype(jnp.result_type(x.dtype, jnp.float32))
 
 

@@ -108,11 +108,11 @@ def check_scene(scene: Scene) -> jax.Array:
     raise ValueError(f"scene.checker must be a finite cell size > 0, got {scene.checker!r}")
   for name in ("sphere_centres", "plane_points", "box_min", "box_max", "plane_normals"):
     checks.check_range(f"scene.{name}", getattr(scene, name), -np.inf, np.inf,
-                       low_open=True, high_open=True)
+                       low_open=True, high_open=True, traced_check=False)
   checks.check_range("scene.sphere_radii", scene.sphere_radii, 0.0, np.inf, low_open=True,
-                     high_open=True)
+                     high_open=True, traced_check=False)
   for name in ("sphere_colours", "plane_colours", "box_colours"):
-    checks.check_range(f"scene.{name}", getattr(scene, name), 0.0, 1.0)
+    checks.check_range(f"scene.{name}", getattr(scene, name), 0.0, 1.0, traced_check=False)
   normals = jnp.linalg.norm(scene.plane_normals, axis=-1)
   inverted = scene.box_min > scene.box_max
   for bad, what in ((normals <= 0, "scene.plane_normals must be non-zero"),
@@ -120,7 +120,10 @@ def check_scene(scene: Scene) -> jax.Array:
     value = checks.concrete(bad)
     if value is not None and value.any():
       raise ValueError(f"{what} (object {int(np.argwhere(value)[0][0])})")
-  return (jnp.all(scene.sphere_radii > 0) & jnp.all(normals > 0) & ~jnp.any(inverted)
+  colours_ok = jnp.all(jnp.stack([jnp.all((c >= 0) & (c <= 1)) for c in (
+      scene.sphere_colours, scene.plane_colours, scene.box_colours)]))
+  return (colours_ok & jnp.all(scene.sphere_radii > 0) & jnp.all(normals > 0)
+          & ~jnp.any(inverted)
           & jnp.all(jnp.isfinite(scene.sphere_centres)) & jnp.all(jnp.isfinite(scene.box_min))
           & jnp.all(jnp.isfinite(scene.box_max)) & jnp.all(jnp.isfinite(scene.plane_points)))
 
@@ -141,9 +144,9 @@ def render(scene: Scene, cam_to_world: jax.typing.ArrayLike, intrinsics: jax.typ
   height = checks.static_int("height", height, low=1)
   width = checks.static_int("width", width, low=1)
   checks.check_range("intrinsics fx, fy", intrinsics[:2], 0.0, np.inf, low_open=True,
-                     high_open=True)
+                     high_open=True, traced_check=False)
   checks.check_range("cam_to_world", cam_to_world, -np.inf, np.inf, low_open=True,
-                     high_open=True)
+                     high_open=True, traced_check=False)
   ok = check_scene(scene) & jnp.all(intrinsics[:2] > 0) & jnp.all(jnp.isfinite(cam_to_world))
   out = _render(scene, cam_to_world, intrinsics, height, width)
   return {k: (v & ok if k == "valid" else jnp.where(ok, v, jnp.nan)) for k, v in out.items()}
