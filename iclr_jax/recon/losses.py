@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from iclr_jax import checks
 
 HARD_MAX = 100.0
 MIN_ELEMENTS = 1000
@@ -68,6 +71,7 @@ def gradient_loss(prediction: jax.Array, target: jax.Array, mask: jax.Array) -> 
 
 
 def gradient_loss_multi_scale(prediction, target, mask, *, scales: int = 4) -> jax.Array:
+  scales = checks.static_int("scales", scales, low=1)
   total = 0.0
   for k in range(scales):
     step = 2 ** k
@@ -80,7 +84,16 @@ def confidence_loss(pred: jax.Array, conf: jax.Array, gt: jax.Array, valid: jax.
                     gamma: float = 1.0, alpha: float = 0.2, valid_range: float = 0.98
                     ) -> dict[str, jax.Array]:
   """pred, gt [b, s, H, W, C] (C = 3 points or 1 depth), conf, valid [b, s, H, W] ->
-  {'loss_conf', 'loss_grad', 'gt_scale' [b], 'pred_scale' [b]}."""
+  {'loss_conf', 'loss_grad', 'gt_scale' [b], 'pred_scale' [b]}. gamma > 0, alpha >= 0 (a
+  traced value outside makes the losses NaN); valid_range in [0, 1] is static (0: no
+  quantile filter)."""
+  checks.check_range("gamma", gamma, 0.0, np.inf, low_open=True, high_open=True,
+                     traced_check=False)
+  checks.check_range("alpha", alpha, 0.0, np.inf, high_open=True, traced_check=False)
+  valid_range = checks.static_number("valid_range", valid_range)
+  if not 0 <= valid_range <= 1:
+    raise ValueError(f"valid_range must lie in [0, 1] (0: no filter), got {valid_range}")
+  ok = (gamma > 0) & (gamma < np.inf) & (alpha >= 0) & (alpha < np.inf)
   gt, gt_scale = normalize_points(gt, valid)
   pred, pred_scale = normalize_points(pred, valid)
   s = pred.shape[1]
@@ -104,8 +117,8 @@ def confidence_loss(pred: jax.Array, conf: jax.Array, gt: jax.Array, valid: jax.
                                          flat(valid, slice(0, 1)))
   grad_other = gradient_loss_multi_scale(flat(pred, slice(1, s)), flat(gt, slice(1, s)),
                                          flat(valid, slice(1, s))) * (s - 1)
-  return {"loss_conf": total, "loss_grad": grad_first + grad_other, "gt_scale": gt_scale,
-          "pred_scale": pred_scale}
+  return {"loss_conf": jnp.where(ok, total, jnp.nan), "loss_grad": grad_first + grad_other,
+          "gt_scale": gt_scale, "pred_scale": pred_scale}
 
 
 def matrix_to_quaternion_xyzw(m: jax.Array) -> jax.Array:
@@ -144,7 +157,17 @@ def pose_encoding(cam_to_world: jax.Array, intrinsics: jax.Array, image_hw: tupl
 def camera_loss(pred_encodings: jax.Array, cam_to_world: jax.Array, intrinsics: jax.Array,
                 image_hw: tuple[int, int], gt_scale: jax.Array, pred_scale: jax.Array, *,
                 gamma: float = 0.6, weights=(1.0, 1.0, 0.5)) -> dict[str, jax.Array]:
-  """pred_encodings [K, b, s, 9] (one per refinement step) against the ground truth."""
+  """pred_encodings [K, b, s, 9] (one per refinement step) against the ground truth; gamma
+  in (0, 1] and weights three finite numbers >= 0 (traced ones outside give NaN)."""
+  if jnp.ndim(pred_encodings) != 4 or jnp.shape(pred_encodings)[-1] != 9:
+    raise ValueError(f"pred_encodings must be [K, b, s, 9], got {jnp.shape(pred_encodings)}")
+  checks.check_range("gamma", gamma, 0.0, 1.0, low_open=True, traced_check=False)
+  if np.shape(weights) != (3,):
+    raise ValueError(f"weights must be 3 numbers (T, R, focal), got {weights!r}")
+  checks.check_range("weights", jnp.asarray(weights), 0.0, np.inf, high_open=True,
+                     traced_check=False)
+  ok = (gamma > 0) & (gamma <= 1) & jnp.all((jnp.asarray(weights) >= 0)
+                                            & (jnp.asarray(weights) < np.inf))
   gt = pose_encoding(cam_to_world, intrinsics, image_hw, gt_scale)
   k_steps = pred_encodings.shape[0]
   parts = {"loss_T": 0.0, "loss_R": 0.0, "loss_fl": 0.0}
@@ -156,8 +179,8 @@ def camera_loss(pred_encodings: jax.Array, cam_to_world: jax.Array, intrinsics: 
       parts[name] = parts[name] + weight * jnp.minimum(_fix(jnp.abs(p[..., sl] - gt[..., sl])),
                                                        HARD_MAX).mean()
   parts = {k: v / k_steps for k, v in parts.items()}
-  parts["loss_camera"] = (weights[0] * parts["loss_T"] + weights[1] * parts["loss_R"]
-                          + weights[2] * parts["loss_fl"])
+  parts["loss_camera"] = jnp.where(ok, weights[0] * parts["loss_T"] + weights[1] * parts[
+      "loss_R"] + weights[2] * parts["loss_fl"], jnp.nan)
   return parts
 
 

@@ -93,3 +93,34 @@ def test_render_checks_camera_and_sizes_and_nans_a_traced_bad_radius():
   assert np.isnan(np.asarray(bad["depth"])).all() and not np.asarray(bad["valid"]).any()
   good = render(scene.sphere_radii)
   assert np.isfinite(np.asarray(good["depth"])).all() and np.asarray(good["valid"]).any()
+
+
+def test_loss_hyperparameters_are_named_or_nan():
+  from iclr_jax.recon import losses  # pylint: disable=import-outside-toplevel
+  b, s, h, w = 1, 2, 4, 4
+  pts = jnp.ones((b, s, h, w, 3)) + jnp.arange(w)[:, None] * 0.1
+  conf, valid = jnp.ones((b, s, h, w)) * 2.0, jnp.ones((b, s, h, w), bool)
+  with pytest.raises(ValueError, match="gamma"):
+    losses.confidence_loss(pts, conf, pts, valid, gamma=-1.0)
+  with pytest.raises(ValueError, match="alpha"):
+    losses.confidence_loss(pts, conf, pts, valid, alpha=-0.1)
+  with pytest.raises(ValueError, match=r"valid_range must lie in \[0, 1\]"):
+    losses.confidence_loss(pts, conf, pts, valid, valid_range=1.5)
+  with pytest.raises(ValueError, match=r"scales must be an int in \[1, inf\]"):
+    losses.gradient_loss_multi_scale(pts[:, 0], pts[:, 0], valid[:, 0], scales=0)
+  out = jax.jit(lambda g: losses.confidence_loss(pts, conf, pts, valid, gamma=g))(-1.0)
+  assert np.isnan(float(out["loss_conf"]))
+  assert np.isfinite(float(jax.jit(lambda g: losses.confidence_loss(
+      pts, conf, pts, valid, gamma=g))(1.0)["loss_conf"]))
+  cams = jnp.broadcast_to(jnp.eye(4), (b, s, 4, 4))
+  k = jnp.broadcast_to(jnp.diag(jnp.array([10.0, 10.0, 1.0])), (b, s, 3, 3))
+  enc = jnp.zeros((2, b, s, 9))
+  with pytest.raises(ValueError, match=r"gamma must lie in \(0.0, 1.0\]"):
+    losses.camera_loss(enc, cams, k, (h, w), jnp.ones(b), jnp.ones(b), gamma=0.0)
+  with pytest.raises(ValueError, match="weights must be 3 numbers"):
+    losses.camera_loss(enc, cams, k, (h, w), jnp.ones(b), jnp.ones(b), weights=(1.0, 1.0))
+  with pytest.raises(ValueError, match=r"pred_encodings must be \[K, b, s, 9\]"):
+    losses.camera_loss(enc[0], cams, k, (h, w), jnp.ones(b), jnp.ones(b))
+  bad = jax.jit(lambda g: losses.camera_loss(enc, cams, k, (h, w), jnp.ones(b), jnp.ones(b),
+                                             gamma=g))(2.0)
+  assert np.isnan(float(bad["loss_camera"]))
