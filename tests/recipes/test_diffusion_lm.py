@@ -136,3 +136,20 @@ def test_curriculum_range_is_stated_in_alpha():
   config.diffusion.curriculum_alpha = (0.9, 0.1)
   with pytest.raises(ValueError, match="curriculum_alpha must be"):
     diffusion_lm.DiffusionLM(config, 50)
+
+
+@pytest.mark.parametrize("arg", [None, "smoke"])
+def test_the_design_cards_config_path_is_the_duo_pp_flagship(arg):
+  """`--config=configs/duo_pp.py` (the design card's command, the README's first) loads the
+  diffusion family's Duo++ config, full and smoke."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  from tests.recipes.config_files import REPO  # pylint: disable=import-outside-toplevel
+  modules = []
+  for path in ("configs/duo_pp.py", "configs/diffusion/duo_pp.py"):
+    spec = importlib.util.spec_from_file_location(path.replace("/", "_")[:-3],
+                                                  os.path.join(REPO, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    modules.append(module)
+  flagship, family = (m.get_config(arg) for m in modules)
+  assert flagship.to_dict() == family.to_dict() and flagship.experiment == "duo_pp"
