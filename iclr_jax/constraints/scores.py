@@ -79,7 +79,10 @@ def energy_score(y, samples) -> jax.Array:
   [...]; the multivariate CRPS (equal to `sample_crps` for d = 1). O(S² d)."""
   y, samples = _check_samples(y, samples, 1)
   first = jnp.mean(_norm(samples - y), axis=0)
-  return first - 0.5 * jnp.mean(_norm(samples[:, None] - samples[None, :]), axis=(0, 1))
+  score = first - 0.5 * jnp.mean(_norm(samples[:, None] - samples[None, :]), axis=(0, 1))
+  # _norm's guard maps a NaN distance to 0; a NaN in y or the samples must stay NaN
+  bad = jnp.any(jnp.isnan(samples), axis=(0, -1)) | jnp.any(jnp.isnan(y), axis=-1)
+  return jnp.where(bad, jnp.nan, score)
 
 
 def _norm(x):

@@ -55,6 +55,17 @@ def check_messages(messages: Any) -> list[dict]:
   return out
 
 
+def _check_generation(max_new_tokens, temperature, top_p) -> None:
+  """The sampling arguments every LanguageModel takes, checked before any request."""
+  if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or (
+      max_new_tokens < 1):
+    raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+  if not (isinstance(temperature, (int, float, np.number)) and 0 <= temperature < np.inf):
+    raise ValueError(f"temperature must be a number in [0, inf), got {temperature!r}")
+  if not (isinstance(top_p, (int, float, np.number)) and 0 < top_p <= 1):
+    raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+
+
 def _seed(key) -> int | None:
   """An integer seed for a server from a JAX key (or an int)."""
   if key is None or isinstance(key, int):
@@ -79,8 +90,10 @@ class OpenAIClient:
                timeout: float = 60.0, retries: int = 2, backoff: float = 0.5):
     if not base_url.startswith(("http://", "https://")):
       raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
-    if retries < 0 or timeout <= 0:
-      raise ValueError(f"retries must be >= 0 and timeout > 0, got {retries}, {timeout}")
+    if (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        or not 0 < timeout < float("inf") or not 0 <= backoff < float("inf")):
+      raise ValueError(f"retries must be an int >= 0, timeout a finite number > 0 and backoff "
+                       f"a finite number >= 0; got {retries!r}, {timeout!r}, {backoff!r}")
     self.base_url, self.model = base_url.rstrip("/"), model
     self.api_key, self.timeout = api_key, float(timeout)
     self.retries, self.backoff = int(retries), float(backoff)
@@ -111,8 +124,9 @@ class OpenAIClient:
 
   def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
                temperature: float = 0.0, top_p: float = 1.0, key=None) -> list[str]:
-    if max_new_tokens < 1:
-      raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    _check_generation(max_new_tokens, temperature, top_p)
+    if isinstance(prompts, (str, bytes)) or not all(isinstance(p, str) for p in prompts):
+      raise ValueError("prompts must be a list of strings")
     seed = _seed(key)
     out = []
     for prompt in prompts:
@@ -125,8 +139,7 @@ class OpenAIClient:
 
   def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int = 256,
            temperature: float = 0.0, top_p: float = 1.0, key=None) -> str:
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-      raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    _check_generation(max_new_tokens, temperature, top_p)
     payload = dict(messages=check_messages(messages), max_tokens=int(max_new_tokens),
                    temperature=float(temperature), top_p=float(top_p))
     seed = _seed(key)

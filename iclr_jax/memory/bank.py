@@ -100,7 +100,8 @@ def concat_banks(*banks: MemoryBank) -> MemoryBank:
 def renormalize_rows(bank: MemoryBank, reference: MemoryBank, *,
                      eps: float = 1e-6) -> MemoryBank:
   """`m_i ← m_i · n̄ / (‖m_i‖ + eps)` on the output rows of `bank` (the shared rows when tied),
-  with n̄ the mean output-row norm of `reference` (the earlier rounds' memories)."""
+  with n̄ the mean output-row norm of `reference` (the earlier rounds' memories); eps > 0."""
+  check_range("eps", eps, 0.0, np.inf, low_open=True, high_open=True)
   target = jnp.mean(jnp.linalg.norm(reference.output_rows, axis=-1))
   rows = bank.output_rows
   scaled = rows * (target / (jnp.linalg.norm(rows, axis=-1, keepdims=True) + eps))

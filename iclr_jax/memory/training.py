@@ -35,9 +35,12 @@ class MemoryTrainState(NamedTuple):
 def tokmem_optimizer(*, learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,
                      weight_decay: float = 0.01) -> optax.GradientTransformation:
   """AdamW with linear warm-up (`warmup_fraction` of `total_steps`) and linear decay to 0."""
-  if learning_rate <= 0 or total_steps < 1 or not 0 <= warmup_fraction < 1:
-    raise ValueError(f"need learning_rate > 0, total_steps >= 1, 0 <= warmup_fraction < 1; "
-                     f"got {learning_rate}, {total_steps}, {warmup_fraction}")
+  if (not 0 < learning_rate < float("inf") or isinstance(total_steps, bool)
+      or not isinstance(total_steps, int) or total_steps < 1 or not 0 <= warmup_fraction < 1
+      or not 0 <= weight_decay < float("inf")):
+    raise ValueError(f"need a finite learning_rate > 0, an int total_steps >= 1, "
+                     f"0 <= warmup_fraction < 1 and weight_decay >= 0; got {learning_rate!r}, "
+                     f"{total_steps!r}, {warmup_fraction!r}, {weight_decay!r}")
   warmup = int(total_steps * warmup_fraction)
   schedule = optax.join_schedules(
       [optax.linear_schedule(0.0, learning_rate, max(warmup, 1)),

@@ -29,7 +29,7 @@ import numpy as np
 
 from iclr_jax.diffusion import gaussian
 from iclr_jax.motion import generation
-from iclr_jax.checks import static_number
+from iclr_jax.checks import check_range, static_number
 from iclr_jax.errors import ArgumentError
 
 Context = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
@@ -44,7 +44,15 @@ def _check_lengths(lengths) -> jax.Array:
   lengths = jnp.asarray(lengths)
   if lengths.ndim != 1 or not jnp.issubdtype(lengths.dtype, jnp.integer):
     raise ValueError(f"lengths must be int [b], got {lengths.dtype} {lengths.shape}")
+  check_range("lengths", lengths, 1, np.inf, high_open=True, traced_check=False)
   return lengths
+
+
+def _check_steps(steps) -> int:
+  steps = static_number("steps", steps, integer=True)
+  if steps < 1:
+    raise ArgumentError("steps", f"{{}} must be >= 1, got {steps}")
+  return steps
 
 
 def _check_iterations(iterations) -> int:
@@ -63,8 +71,9 @@ def _ranks(key: jax.Array, valid: jax.Array) -> jax.Array:
 
 def training_mask(key: jax.Array, lengths: jax.Array, steps: int) -> jax.Array:
   """bool [b, steps]: the masked steps of one training batch (see module); padding (steps
-  from lengths[i] on) is never masked."""
-  lengths = _check_lengths(lengths)
+  from lengths[i] on) is never masked; lengths >= 1 (longer than `steps` counts as `steps`;
+  a traced length < 1 masks nothing in its row)."""
+  lengths, steps = _check_lengths(lengths), _check_steps(steps)
   k_ratio, k_order = jax.random.split(key)
   n = jnp.clip(lengths, 0, steps)
   ratio = jnp.cos(0.5 * jnp.pi * jax.random.uniform(k_ratio, lengths.shape))
@@ -86,7 +95,7 @@ def reveal_iterations(key: jax.Array, lengths: jax.Array, steps: int,
                       iterations: int) -> jax.Array:
   """int [b, steps]: the iteration in [0, K) at which each valid step is revealed (a random
   order on the cosine schedule); K for padding."""
-  lengths = _check_lengths(lengths)
+  lengths, steps = _check_lengths(lengths), _check_steps(steps)
   ranks = _ranks(key, _valid(lengths, steps))
   known = known_after(jnp.clip(lengths, 0, steps), iterations)
   it = jnp.sum(known[:, None, :] <= ranks[..., None], axis=-1)

@@ -38,7 +38,10 @@ def _field(value: Any, limit: int) -> str:
 
 
 def format_records(records: Sequence[Mapping[str, Any]], *, field_chars: int = 600) -> str:
-  """The reflective dataset as numbered examples, one 'Key: value' line per field."""
+  """The reflective dataset as numbered examples, one 'Key: value' line per field (each cut
+  to `field_chars` >= 1 characters)."""
+  if isinstance(field_chars, bool) or not isinstance(field_chars, int) or field_chars < 1:
+    raise ValueError(f"field_chars must be an int >= 1, got {field_chars!r}")
   blocks = []
   for k, rec in enumerate(records, 1):
     lines = [f"Example {k}"] + [f"{key}: {_field(v, field_chars)}" for key, v in rec.items()]
@@ -76,6 +79,14 @@ def lm_reflector(lm, *, max_new_tokens: int = 256, temperature: float = 0.0, see
   component. With temperature > 0 each prompt samples with `fold_in(key(seed), crc32(prompt))`,
   so a resumed run draws what the killed one would have.
   """
+  if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
+      max_new_tokens < 1):
+    raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+  if not (isinstance(temperature, (int, float)) and 0 <= temperature < float("inf")):
+    raise ValueError(f"temperature must be a number in [0, inf), got {temperature!r}")
+  if isinstance(seed, bool) or not isinstance(seed, int):
+    raise ValueError(f"seed must be an int, got {seed!r}")
+  format_records([], field_chars=field_chars)  # checks field_chars now, not at the first call
 
   def reflect(candidate, dataset, components):
     out = {}

@@ -43,6 +43,8 @@ class Scene:
 
 def pixel_rays(cam_to_world: jax.Array, intrinsics: jax.Array, height: int, width: int):
   """Ray origins [3] and directions [H, W, 3] (world frame, unit camera z) of a camera."""
+  height = checks.static_int("height", height, low=1)
+  width = checks.static_int("width", width, low=1)
   fx, fy, cx, cy = (intrinsics[k] for k in range(4))
   j, i = jnp.meshgrid(jnp.arange(width) + 0.5, jnp.arange(height) + 0.5)
   d_cam = jnp.stack([(j - cx) / fx, (i - cy) / fy, jnp.ones_like(i)], -1)

@@ -80,3 +80,10 @@ def test_traced_bad_values_give_nan_not_a_number():
   assert np.isnan(np.asarray(samples)).all()
   with pytest.raises(ValueError, match=r"tol must be a number in \(0, inf\)"):
     C.project_nonlinear(np.zeros(2), np.ones(2), no_root, tol=-1.0)
+
+
+def test_energy_score_keeps_a_nan_sample_nan():
+  import jax.numpy as jnp
+  assert np.isnan(float(C.energy_score(jnp.zeros(3), jnp.full((4, 3), jnp.nan))))
+  assert np.isnan(float(C.energy_score(jnp.full(3, jnp.nan), jnp.zeros((4, 3)))))
+  assert float(C.energy_score(jnp.zeros(3), jnp.zeros((4, 3)))) == 0.0

@@ -105,3 +105,31 @@ def test_client_errors_are_clear_and_bounded(server):
 
 def test_the_jax_model_implements_the_interface():
   assert issubclass(PretrainedLM, LanguageModel)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(timeout=-1.0), "timeout a finite number > 0"),
+    (dict(retries=-1), "retries must be an int >= 0"),
+    (dict(retries=1.5), "retries must be an int"),
+    (dict(backoff=float("nan")), "backoff a finite number >= 0"),
+])
+def test_client_settings_are_checked(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    OpenAIClient("http://127.0.0.1:9/v1", model="m", **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(max_new_tokens=2.5), "max_new_tokens must be an int >= 1"),
+    (dict(max_new_tokens=True), "max_new_tokens must be an int"),
+    (dict(max_new_tokens=4, temperature=-1.0), "temperature must be"),
+    (dict(max_new_tokens=4, top_p=0.0), "top_p must be"),
+])
+def test_client_arguments_are_checked_before_any_request(kwargs, match):
+  """No server listens on port 9: the errors come before a request is sent."""
+  client = OpenAIClient("http://127.0.0.1:9/v1", model="m", retries=0, timeout=0.5)
+  with pytest.raises(ValueError, match=match):
+    client.generate(["hi"], **kwargs)
+  with pytest.raises(ValueError, match=match):
+    client.chat([{"role": "user", "content": "hi"}], **kwargs)
+  with pytest.raises(ValueError, match=r"messages\[0\]\['content'\] must be a str"):
+    client.chat([{"role": "user", "content": 3}])

@@ -191,3 +191,14 @@ def test_float_ids_nan_tables_and_mismatched_heads_are_named():
   with pytest.raises(ValueError, match="must share d"):
     memory.logits_with_memory(jnp.ones((2, D + 1)), jnp.ones((D, V)), memory.MemoryBank(
         jnp.ones((2, D))))
+
+
+def test_optimizer_and_renormalisation_settings_are_named():
+  for kwargs in (dict(learning_rate=float("nan"), total_steps=10),
+                 dict(learning_rate=1e-3, total_steps=2.5),
+                 dict(learning_rate=1e-3, total_steps=10, weight_decay=-1.0)):
+    with pytest.raises(ValueError, match="need a finite learning_rate > 0"):
+      memory.tokmem_optimizer(**kwargs)
+  bank = memory.MemoryBank(jnp.ones((2, D)))
+  with pytest.raises(ValueError, match=r"eps must lie in \(0.0, inf\)"):
+    memory.renormalize_rows(bank, bank, eps=-1.0)

@@ -121,3 +121,13 @@ def test_bad_input():
     M.training_mask(jax.random.key(0), jnp.ones((2, 1), jnp.int32), 4)
   with pytest.raises(ValueError, match="lengths must be int \\[b\\]"):
     M.reveal_iterations(jax.random.key(0), jnp.ones(2), 4, 2)
+
+
+def test_bad_lengths_and_steps_are_named():
+  key = jax.random.key(0)
+  with pytest.raises(ValueError, match=r"lengths must lie in \[1, inf\)"):
+    M.training_mask(key, jnp.array([-3, 2]), 4)
+  with pytest.raises(ValueError, match="steps must be >= 1"):
+    M.training_mask(key, jnp.array([3]), 0)
+  with pytest.raises(ValueError, match="steps must be >= 1"):
+    M.reveal_iterations(key, jnp.array([3]), 0, 2)

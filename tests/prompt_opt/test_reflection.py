@@ -55,3 +55,14 @@ def test_reflector_gives_no_proposal_for_an_empty_or_unchanged_text():
   assert reflect(dict(toy.SEED), {"instruction": []}, ["instruction"]) == {}
   with pytest.raises(ValueError, match="component 'x' is not in the candidate"):
     reflection.reflection_prompt(dict(toy.SEED), {}, "x")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(max_new_tokens=0), "max_new_tokens must be an int >= 1"),
+    (dict(temperature=-1.0), r"temperature must be a number in \[0, inf\)"),
+    (dict(seed=1.5), "seed must be an int"),
+    (dict(field_chars=0), "field_chars must be an int >= 1"),
+])
+def test_reflector_settings_are_checked_when_built(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    reflection.lm_reflector(object(), **kwargs)

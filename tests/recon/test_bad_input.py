@@ -124,3 +124,10 @@ def test_loss_hyperparameters_are_named_or_nan():
   bad = jax.jit(lambda g: losses.camera_loss(enc, cams, k, (h, w), jnp.ones(b), jnp.ones(b),
                                              gamma=g))(2.0)
   assert np.isnan(float(bad["loss_camera"]))
+
+
+def test_pixel_rays_need_positive_sizes():
+  with pytest.raises(ValueError, match=r"height must be an int in \[1, inf\]"):
+    recon.pixel_rays(jnp.eye(4), K, 0, 4)
+  with pytest.raises(ValueError, match="width must be an int"):
+    recon.pixel_rays(jnp.eye(4), K, 4, 2.5)
