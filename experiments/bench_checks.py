@@ -26,6 +26,7 @@ import numpy as np
 from absl import app, flags
 
 import iclr_jax
+from iclr_jax.train import cli
 
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed calls per function (median).")
 _OUT = flags.DEFINE_string("out", "bench_results/checks.json", "JSON output.")
@@ -195,4 +196,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -199,7 +199,7 @@ def tokmem_loss(hidden: jax.Array, kernel: jax.Array, bank: MemoryBank, tokens: 
       raise ValueError(f"{name} must be int [batch={b}], got shape {jnp.shape(x)}")
   check_range("query_lengths", query_lengths, 1, s, traced_check=False)
   check_range("lengths", lengths, 2, s, traced_check=False)
-  num_ids = kernel.shape[-1] + (bank.num if readout else 0)
+  num_ids = kernel.shape[-1] + (bank.num if readout and bank is not None else 0)
   mask = response_mask(query_lengths, lengths, s)
   targets = tokens[:, 1:]
   out_of_range = mask & ((targets < 0) | (targets >= num_ids))

@@ -101,7 +101,8 @@ def generate_with_memory(backbone: Backbone, bank: MemoryBank, prompt: jax.Array
     raise ValueError(f"prompt must be int [batch, prompt_len], got shape {jnp.shape(prompt)}")
   b, p = prompt.shape
   vocab = backbone.embedding.shape[0]
-  check_token_ids("prompt", prompt, vocab + bank.num)
+  num_memories = 0 if bank is None else bank.num  # None: the plain LM (a baseline)
+  check_token_ids("prompt", prompt, vocab + num_memories)
   capacity = p + max_new_tokens if capacity is None else capacity
   rewrite = None
   if oracle is not None:
@@ -110,10 +111,10 @@ def generate_with_memory(backbone: Backbone, bank: MemoryBank, prompt: jax.Array
                        f"{jnp.shape(oracle)}")
     if not jnp.issubdtype(jnp.asarray(oracle).dtype, jnp.integer):
       raise ValueError(f"oracle must hold int memory ids, got dtype {jnp.asarray(oracle).dtype}")
-    not_memory = (oracle >= 0) & ((oracle < vocab) | (oracle >= vocab + bank.num))
+    not_memory = (oracle >= 0) & ((oracle < vocab) | (oracle >= vocab + num_memories))
     bad = concrete(not_memory)
     if bad is not None and bad.any():
-      raise ValueError(f"oracle must hold memory ids in [{vocab}, {vocab + bank.num}) or "
+      raise ValueError(f"oracle must hold memory ids in [{vocab}, {vocab + num_memories}) or "
                        f"negative (unused), got {concrete(oracle)[bad][:5].tolist()}")
     rewrite = oracle_rewrite(oracle, vocab)
   out, num_new = decode_with_cache(memory_step_fn(backbone, bank, readout=readout),

@@ -56,7 +56,7 @@ def test_reversed_arcs_bound_the_feedback_set(reversals):
 
 
 def test_bad_arguments_are_named():
-  with pytest.raises(ValueError, match="num_vertices must be an int in \[2, 10000\], got 1"):
+  with pytest.raises(ValueError, match=r"num_vertices must be an int in \[2, 10000\], got 1"):
     graphs.complete_digraph(1)
   with pytest.raises(ValueError, match=r"p must lie in \(0, 1\], got 0.0"):
     graphs.random_dag(5, 0.0, key=jax.random.key(0))
