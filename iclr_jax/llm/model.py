@@ -2,8 +2,10 @@
 
 Host-side methods (they take and return Python strings / lists / NumPy arrays); the compute
 runs in jitted pure functions of (params, arrays). Batches are padded to buckets (rows to a
-power of two and a multiple of the mesh's data axis, lengths to a multiple of 64) so a
-workload of varied prompts compiles a handful of programs, not one per call.
+power of two and a multiple of the mesh's data axis, lengths to a multiple of 64,
+`max_new_tokens` to a power of two >= 16 with the requested count, temperature and top_p
+passed as traced values), so a chat session or a sweep of varied prompts compiles a handful
+of programs, not one per call.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from iclr_jax.train import mesh as mesh_lib
 
 LENGTH_BUCKET = 64
 SCORE_CHUNK = 512  # tokens per head chunk when scoring ([chunk, V] logits at a time)
+
+
+MIN_NEW_TOKENS = 16  # the smallest max_new_tokens bucket
+
+
+def _next_power_of_two(n: int) -> int:
+  return 1 << max(n - 1, 0).bit_length()
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -168,27 +177,36 @@ class PretrainedLM:
       raise ValueError(f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds "
                        f"the model's context of {self.spec.context_length}")
     length = _round_up(longest, LENGTH_BUCKET)
-    capacity = min(_round_up(length + max_new_tokens, LENGTH_BUCKET), max(
-        self.spec.context_length, length + max_new_tokens))
+    # One compiled decoder per bucket of max_new_tokens (a power of two, at least 16), not
+    # per value: the loop stops at the requested count (a traced limit) or when every row
+    # has stopped.
+    budget = max(int(max_new_tokens), min(_next_power_of_two(max(int(max_new_tokens),
+                                                                 MIN_NEW_TOKENS)),
+                                          self.spec.context_length - length))
+    capacity = min(_round_up(length + budget, LENGTH_BUCKET), max(
+        self.spec.context_length, length + budget))
     tokens, lengths = self._pad(prompts, length)
     params = self.params if params is None else params
+    greedy = not temperature > 0
     out, num_new = self._decode(
         params, tokens, lengths, jax.random.key(0) if key is None else key,
-        max_new_tokens=int(max_new_tokens), capacity=int(capacity),
-        temperature=float(temperature), top_p=float(top_p),
+        jnp.int32(max_new_tokens), jnp.float32(0.0 if greedy else temperature),
+        jnp.float32(top_p), max_new_tokens=budget, capacity=int(capacity), greedy=greedy,
         stop_ids=tuple(self.tokenizer.stop_ids if stop_ids is None else map(int, stop_ids)))
     out, num_new = np.asarray(out), np.asarray(num_new)
     return [out[i, :num_new[i]].tolist() for i in range(len(prompts))]
 
   @functools.partial(jax.jit, static_argnums=0, static_argnames=(
-      "max_new_tokens", "capacity", "temperature", "top_p", "stop_ids"),
+      "max_new_tokens", "capacity", "greedy", "stop_ids"),
                      compiler_options=DECODE_COMPILER_OPTIONS)
-  def _decode(self, params, tokens, lengths, key, *, max_new_tokens, capacity, temperature,
-              top_p, stop_ids):
+  def _decode(self, params, tokens, lengths, key, limit, temperature, top_p, *,
+              max_new_tokens, capacity, greedy, stop_ids):
+    """Compiled once per (rows, prompt bucket, max_new_tokens bucket, capacity, greedy,
+    stop_ids); the requested count, temperature and top_p are traced."""
     return decode(self.functions, params, tokens, lengths, key,
                   max_new_tokens=max_new_tokens, capacity=capacity, stop_ids=stop_ids,
-                  pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p,
-                  cache_dtype=self.dtype)
+                  pad_id=self.tokenizer.pad_id, temperature=0.0 if greedy else temperature,
+                  top_p=1.0 if greedy else top_p, cache_dtype=self.dtype, limit=limit)
 
   def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
                temperature: float = 0.0, top_p: float = 1.0,

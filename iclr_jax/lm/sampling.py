@@ -97,7 +97,7 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
                       key: jax.Array, *, max_new_tokens: int, stop_ids=(), pad_id: int = 0,
                       temperature: float = 1.0, top_p: float = 1.0,
                       rewrite: tuple[Callable, Any] | None = None,
-                      prefill: Callable | None = None):
+                      prefill: Callable | None = None, limit: jax.Array | None = None):
   """Prefill a ragged batch of prompts once, then decode token by token from a KV cache.
 
   Pure and jit-compatible (`lax.while_loop`, which also stops early once every row has
@@ -118,6 +118,9 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
     prefill: optional step_fn for the prompt only (default `step_fn`), e.g. one that
       prefills a full cache and returns an evicted one (`nn.functional.decode_evicted`);
       the cache it returns is the one decoding continues from.
+    limit: optional int scalar (may be traced) <= max_new_tokens: decode at most this many
+      tokens. A caller can then compile once for a bucket of `max_new_tokens` (e.g. a
+      power of two) and serve every request up to it without recompiling.
 
   Returns:
     (tokens int32 [b, max_new_tokens], num_new int32 [b]: tokens before the stop token, or
@@ -150,9 +153,11 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
   done = jnp.isin(tok, stops)
   num_new = jnp.where(done, 0, max_new_tokens)
 
+  stop_at = max_new_tokens if limit is None else jnp.clip(limit, 1, max_new_tokens)
+
   def cond(carry):
     i, _, _, done, *_ = carry
-    return (i < max_new_tokens) & ~jnp.all(done)
+    return (i < stop_at) & ~jnp.all(done)
 
   def body(carry):
     i, cache, tok, done, out, num_new, state = carry
@@ -169,4 +174,5 @@ def decode_with_cache(step_fn: Callable, cache, prompt: jax.Array, lengths: jax.
   carry = (jnp.int32(1), cache, tok, done, out, num_new, state)
   _, _, _, _, out, num_new, _ = jax.lax.while_loop(cond, body, carry)
   out = jnp.where(valid[:, None], out, pad_id)
+  num_new = jnp.minimum(num_new, stop_at)
   return out, jnp.where(valid, num_new, -1).astype(jnp.int32)

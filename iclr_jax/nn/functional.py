@@ -78,7 +78,7 @@ DECODE_COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
 def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
            key: jax.Array, *, max_new_tokens: int, capacity: int | None = None,
            stop_ids=(), pad_id: int = 0, temperature: float = 1.0, top_p: float = 1.0,
-           cache_dtype=jnp.float32):
+           cache_dtype=jnp.float32, limit: jax.Array | None = None):
   """Cached autoregressive decoding of a `DecoderLM` (pure; jit it with the sizes static).
 
   Prefills the right-padded `prompt` int [b, p] (row lengths `lengths` [b]) into a KV cache
@@ -97,7 +97,7 @@ def decode(fns: ModelFunctions, params, prompt: jax.Array, lengths: jax.Array,
                               dtype=cache_dtype)
   return decode_with_cache(model.cached, cache, prompt, lengths, key,
                            max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=pad_id,
-                           temperature=temperature, top_p=top_p)
+                           temperature=temperature, top_p=top_p, limit=limit)
 
 
 def frozen_backbone(fns: ModelFunctions, params, *, cache_dtype=jnp.float32) -> Backbone:

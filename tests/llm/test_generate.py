@@ -194,3 +194,19 @@ def test_a_hostile_gguf_header_is_refused_before_reading(tmp_path, header, match
   path.write_bytes(header + b"\0" * 64)
   with pytest.raises(ValueError, match=match):
     load_pretrained(str(path))
+
+
+def test_requests_in_one_max_new_tokens_bucket_compile_once(smollm):
+  """max_new_tokens is bucketed (powers of two >= 16) and temperature / top_p are traced:
+  a chat session's varied requests reuse one compiled decoder per bucket and mode."""
+  from iclr_jax.llm.model import PretrainedLM  # pylint: disable=import-outside-toplevel
+  prompt = [smollm.tokenizer.encode("The capital of France is")]
+  first = smollm.generate_ids(prompt, max_new_tokens=20, stop_ids=())
+  size = PretrainedLM._decode._cache_size()
+  for n in (17, 25, 32):
+    out = smollm.generate_ids(prompt, max_new_tokens=n, stop_ids=())
+    assert len(out[0]) == n and out[0] == first[0][:n] + out[0][20:]  # greedy: a prefix
+  for temperature, top_p in ((0.7, 0.9), (1.3, 0.5)):
+    smollm.generate_ids(prompt, max_new_tokens=21, temperature=temperature, top_p=top_p,
+                        key=jax.random.key(0), stop_ids=())
+  assert PretrainedLM._decode._cache_size() == size + 1  # one more: the sampling mode
