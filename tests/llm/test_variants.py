@@ -48,3 +48,18 @@ class LlmVariantsTest(chex.TestCase):
       seq = np.concatenate([seq, nxt[:, None]], axis=1)
     np.testing.assert_array_equal(np.asarray(out), seq[:, 6:])
     np.testing.assert_array_equal(np.asarray(num_new), 4)
+
+  def test_decode_checks_capacity_and_marks_bad_traced_lengths(self):
+    lm = self.lm
+    prompt = self.tokens[:, :6]
+    with self.assertRaisesRegex(ValueError, r"capacity=8 is below prompt length 6"):
+      decode(lm.functions, lm.params, prompt, jnp.array([6, 6]), jax.random.key(0),
+             max_new_tokens=4, capacity=8)
+    with self.assertRaisesRegex(ValueError, r"lengths must lie in \[1, 6\]"):
+      decode(lm.functions, lm.params, prompt, jnp.array([0, 6]), jax.random.key(0),
+             max_new_tokens=4)
+    run = jax.jit(lambda n: decode(lm.functions, lm.params, prompt, n, jax.random.key(0),
+                                   max_new_tokens=4, temperature=0.0))
+    out, num_new = run(jnp.array([0, 6]))
+    np.testing.assert_array_equal(np.asarray(num_new), [-1, 4])
+    np.testing.assert_array_equal(np.asarray(out)[0], 0)  # only padding, never garbage
