@@ -246,9 +246,6 @@ def pyramid_budgets(num_layers: int, budget: int, *, window: int, prompt_length:
   window = static_int("window", window, low=1, high=budget)
   prompt_length = static_int("prompt_length", prompt_length, low=1)
   beta = static_int("beta", beta, low=1)
-  if num_layers < 1 or beta < 1 or not 1 <= window <= budget:
-    raise ValueError(f"need num_layers >= 1, beta >= 1 and 1 <= window <= budget; got "
-                     f"{num_layers}, {beta}, window={window}, budget={budget}")
   extra = budget - window
   low = extra // beta
   high = 2 * extra - low

@@ -21,7 +21,8 @@ The budget is exact: an evaluation that would take the total past `max_metric_ca
 never started, and the run ends there; it also ends when a whole epoch of training
 minibatches in a row was already perfect (nothing is left to reflect on). With `run_dir`,
 the state is saved every iteration and every call is journaled (`state.py`, JSON only), so
-a killed run restarted on the same directory resumes without repeating a call. All randomness comes from `random.Random(seed)`.
+a killed run restarted on the same directory resumes without repeating a call. All
+randomness comes from `random.Random(seed)`.
 """
 
 from __future__ import annotations
