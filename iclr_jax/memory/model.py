@@ -1,6 +1,7 @@
 """A frozen backbone with a memory bank: the forward pass, TokMem's loss and decoding.
 
-The backbone is given as arrays and pure functions (`Backbone`), so this module holds no
+The backbone is given as arrays and pure functions (`Backbone`, defined in `iclr_jax.lm` so
+that the `nn` layer can build one without importing this family), so this module holds no
 model code: `iclr_jax.nn.frozen_backbone(fns, params)` builds one from a `DecoderLM`'s
 parameters. Build it inside your jitted function from the parameters passed as an argument
 (closing over concrete weights would bake them into the program as constants).
@@ -9,31 +10,15 @@ parameters. Build it inside your jitted function from the parameters passed as a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from iclr_jax.checks import check_token_ids, concrete
+from iclr_jax.lm.backbone import Backbone
 from iclr_jax.lm.sampling import decode_with_cache
 from iclr_jax.memory.bank import (MemoryBank, embed_with_memory, logits_with_memory,
                                   tokmem_loss)
-
-
-class Backbone(NamedTuple):
-  """A frozen causal LM seen as functions of input embeddings.
-
-  embedding: [V, d] token embeddings; kernel: [d, V] the output head (logits = h @ kernel).
-  hidden: `x [b, s, d] -> [b, s, d]` final-normalised hidden states (causal, positions 0..s-1).
-  cached_hidden: `(x [b, s, d], positions int [b, s], cache, select int [b] | None) ->
-    (hidden [b, s, d] or [b, d] at step `select`, cache)`.
-  new_cache: `(batch, capacity) -> cache`, an empty KV cache.
-  """
-  embedding: jax.Array
-  kernel: jax.Array
-  hidden: Callable[[jax.Array], jax.Array]
-  cached_hidden: Callable[..., tuple[jax.Array, Any]]
-  new_cache: Callable[[int, int], Any]
 
 
 def memory_logits(backbone: Backbone, bank: MemoryBank, tokens: jax.Array, *,

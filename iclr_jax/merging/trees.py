@@ -11,31 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 
+from iclr_jax.trees import named_leaves, path_string
 
-def _key_name(key) -> str:
-  if isinstance(key, DictKey):
-    return str(key.key)
-  if isinstance(key, SequenceKey):
-    return str(key.idx)
-  if isinstance(key, GetAttrKey):
-    return key.name
-  if isinstance(key, FlattenedIndexKey):
-    return str(key.key)
-  return str(key)
-
-
-def path_string(keypath) -> str:
-  """'a/b/0/kernel' for a jax key path (a trailing NNX '.value' is dropped)."""
-  if keypath and isinstance(keypath[-1], GetAttrKey) and keypath[-1].name == "value":
-    keypath = keypath[:-1]
-  return "/".join(_key_name(k) for k in keypath)
-
-
-def named_leaves(tree: Any) -> dict[str, Any]:
-  """{path: leaf} of a pytree, in flattening order."""
-  return {path_string(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+__all__ = ["check_float_leaves", "check_matching", "named_leaves", "path_string"]
 
 
 def check_matching(trees: dict[str, Any]) -> None:

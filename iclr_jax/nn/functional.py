@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from iclr_jax.lm.sampling import decode_with_cache
-from iclr_jax.memory.model import Backbone
+from iclr_jax.lm.backbone import Backbone
 from iclr_jax.nn import kv_cache
 from iclr_jax.nn.transformer import DecoderLM
 

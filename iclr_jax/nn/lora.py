@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from iclr_jax.merging.trees import named_leaves, path_string
+from iclr_jax.trees import named_leaves, path_string
 
 
 QKV_KERNELS = r"blocks/\d+/attn/qkv/kernel"  # DecoderLM's fused query/key/value kernels
