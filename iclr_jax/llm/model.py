@@ -20,6 +20,7 @@ from jax.sharding import Mesh
 
 from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.llm.gguf_file import LlamaSpec
+from iclr_jax.llm.protocol import check_generation
 from iclr_jax.llm.tokenizer import Tokenizer
 from iclr_jax.nn.functional import DECODE_COMPILER_OPTIONS, ModelFunctions, decode
 from iclr_jax.train import mesh as mesh_lib
@@ -160,12 +161,7 @@ class PretrainedLM:
     model's own. Either way the decoder compiles once per shape.
     """
     prompts = self._check_ids("prompts", prompts)
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-      raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    if not (isinstance(temperature, (int, float, np.number)) and 0 <= temperature < np.inf):
-      raise ValueError(f"temperature must be a number in [0, inf), got {temperature!r}")
-    if not (isinstance(top_p, (int, float, np.number)) and 0 < top_p <= 1):
-      raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+    check_generation(max_new_tokens, temperature, top_p)
     if temperature > 0 and key is None:
       raise ValueError("key is required when temperature > 0 (sampling)")
     if stop_ids is not None:

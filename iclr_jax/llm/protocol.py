@@ -55,8 +55,9 @@ def check_messages(messages: Any) -> list[dict]:
   return out
 
 
-def _check_generation(max_new_tokens, temperature, top_p) -> None:
-  """The sampling arguments every LanguageModel takes, checked before any request."""
+def check_generation(max_new_tokens, temperature=0.0, top_p=1.0) -> None:
+  """The sampling arguments every LanguageModel takes (`PretrainedLM`, `OpenAIClient`, the
+  reflector), checked before any work or request."""
   if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or (
       max_new_tokens < 1):
     raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
@@ -124,7 +125,7 @@ class OpenAIClient:
 
   def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
                temperature: float = 0.0, top_p: float = 1.0, key=None) -> list[str]:
-    _check_generation(max_new_tokens, temperature, top_p)
+    check_generation(max_new_tokens, temperature, top_p)
     if isinstance(prompts, (str, bytes)) or not all(isinstance(p, str) for p in prompts):
       raise ValueError("prompts must be a list of strings")
     seed = _seed(key)
@@ -139,7 +140,7 @@ class OpenAIClient:
 
   def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int = 256,
            temperature: float = 0.0, top_p: float = 1.0, key=None) -> str:
-    _check_generation(max_new_tokens, temperature, top_p)
+    check_generation(max_new_tokens, temperature, top_p)
     payload = dict(messages=check_messages(messages), max_tokens=int(max_new_tokens),
                    temperature=float(temperature), top_p=float(top_p))
     seed = _seed(key)

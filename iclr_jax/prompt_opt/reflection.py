@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 
+from iclr_jax.llm.protocol import check_generation
 from iclr_jax.prompt_opt.adapter import Candidate
 
 TEMPLATE = """You are improving one part of an AI system's prompt, the part called "{name}".
@@ -79,11 +80,7 @@ def lm_reflector(lm, *, max_new_tokens: int = 256, temperature: float = 0.0, see
   component. With temperature > 0 each prompt samples with `fold_in(key(seed), crc32(prompt))`,
   so a resumed run draws what the killed one would have.
   """
-  if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
-      max_new_tokens < 1):
-    raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-  if not (isinstance(temperature, (int, float)) and 0 <= temperature < float("inf")):
-    raise ValueError(f"temperature must be a number in [0, inf), got {temperature!r}")
+  check_generation(max_new_tokens, temperature)
   if isinstance(seed, bool) or not isinstance(seed, int):
     raise ValueError(f"seed must be an int, got {seed!r}")
   format_records([], field_chars=field_chars)  # checks field_chars now, not at the first call
