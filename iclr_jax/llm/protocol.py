@@ -167,3 +167,47 @@ class OpenAIClient:
     if per_token:
       return rows
     return np.array([float(np.sum(r, dtype=np.float64)) for r in rows])
+
+
+def chat_batch(lm, conversations: Sequence[Sequence[Mapping[str, str]]], *,
+               max_new_tokens: int, batch_size: int = 16, temperature: float = 0.0,
+               top_p: float = 1.0, key=None, progress=None) -> list[str]:
+  """The assistant's reply to each conversation (host-side), batched where `lm` can batch.
+
+  An in-library model (one with `tokenizer.chat_ids` and `generate_ids`) decodes
+  `batch_size` conversations per call; any other `LanguageModel` (an `OpenAIClient`, a
+  scripted LM) gets one `chat` call per conversation, `batch_size` at a time on threads so a
+  server can batch them. Sampling (temperature > 0) needs `key`; batch i uses
+  `fold_in(key, i)`, so the replies do not depend on the order of other batches.
+  progress: called with the number of conversations done after each batch.
+  """
+  check_generation(max_new_tokens, temperature, top_p)
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+      batch_size < 1):
+    raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+  convs = [check_messages(c) for c in conversations]
+  if temperature > 0 and key is None:
+    raise ValueError("key is required when temperature > 0 (sampling)")
+  import jax  # pylint: disable=import-outside-toplevel
+  tokenizer = getattr(lm, "tokenizer", None)
+  batched = tokenizer is not None and hasattr(lm, "generate_ids")
+  kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+  out: list[str] = []
+  for b, start in enumerate(range(0, len(convs), batch_size)):
+    chunk = convs[start:start + batch_size]
+    k = None if key is None else jax.random.fold_in(key, b)
+    if batched:
+      ids = [tokenizer.chat_ids(c, add_generation_prompt=True) for c in chunk]
+      out += [tokenizer.decode(r) for r in lm.generate_ids(ids, key=k, **kwargs)]
+    else:
+      keys = [None if k is None else jax.random.fold_in(k, i) for i in range(len(chunk))]
+      if len(chunk) == 1:
+        out.append(lm.chat(chunk[0], key=keys[0], **kwargs))
+      else:
+        from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
+        with ThreadPoolExecutor(len(chunk)) as pool:
+          out += list(pool.map(lambda ck: lm.chat(ck[0], key=ck[1], **kwargs),
+                               zip(chunk, keys)))
+    if progress is not None:
+      progress(len(out))
+  return out
