@@ -3,6 +3,8 @@ model (uniform predictions) against its closed form / quadrature."""
 
 import json
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -67,24 +69,17 @@ def _mc_loss(lm, params, n=64, length=16, repeats=200):
   x = jnp.asarray(np.random.default_rng(0).integers(0, lm.vocab, (n, length)), jnp.int32)
   f = jax.jit(lambda k: lm.discrete_loss(params, x, k).mean())
   vals = np.asarray([f(k) for k in jax.random.split(jax.random.key(1), repeats)])
-  # A rare NaN has shown up here only inside the full suite (never alone): name the keys.
-  assert np.isfinite(vals).all(), ("non-finite loss for key indices",
-                                   np.flatnonzero(~np.isfinite(vals)).tolist(),
-                                   jax.config.jax_enable_x64)
-  return vals.mean(), vals.std() / np.sqrt(repeats)
+  return vals.mean(), vals.std() / np.sqrt(repeats), np.flatnonzero(~np.isfinite(vals))
 
 
-def test_mdlm_elbo_of_uniform_predictions_is_closed_form():
+def _elbo_rows():
+  """(algo, Monte Carlo mean, its standard error, indices of non-finite keys, closed form)."""
+  rows = []
   lm, params = _untrained("mdlm")
-  mean, se = _mc_loss(lm, params)
   a = lambda t: 1 - (1 - 1e-3) * t  # noqa: E731  (log-linear)
-  want = (a(lm.cfg.t_min) - a(1.0)) * np.log(lm.vocab)  # ∫ −α' log K dt
-  assert abs(mean - want) < 4 * se + 1e-3, (mean, want, se)
-
-
-def test_duo_elbo_of_uniform_predictions_matches_quadrature():
+  rows.append(("mdlm", *_mc_loss(lm, params),
+               (a(lm.cfg.t_min) - a(1.0)) * np.log(lm.vocab)))  # ∫ −α' log K dt
   lm, params = _untrained("duo_pp")
-  mean, se = _mc_loss(lm, params)
   k = lm.vocab
   nodes, weights = np.polynomial.legendre.leggauss(200)
   t = lm.cfg.t_min + (1 - lm.cfg.t_min) * (nodes + 1) / 2
@@ -95,8 +90,33 @@ def test_duo_elbo_of_uniform_predictions_matches_quadrature():
   miss = diffusion.duo_elbo(uniform, x, x + 1, alpha=a, dalpha=da)
   p_hit = a + (1 - a) / k
   integrand = np.asarray(p_hit * hit + (1 - p_hit) * miss)
-  want = np.sum(weights * (1 - lm.cfg.t_min) / 2 * integrand)
-  assert abs(mean - want) < 4 * se + 1e-3, (mean, want, se)
+  rows.append(("duo_pp", *_mc_loss(lm, params),
+               np.sum(weights * (1 - lm.cfg.t_min) / 2 * integrand)))
+  return [dict(algo=r[0], mean=float(r[1]), se=float(r[2]), bad_keys=r[3].tolist(),
+               want=float(r[4])) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def elbo_rows(repo_root):
+  """Computed in a fresh process: inside the full suite (xdist, after other files ran in
+  the same worker) the duo loss here has come out NaN for every key, while alone, and in
+  one process running every earlier file in order, it never did; a clean process (without
+  the suite's shared compilation cache) keeps
+  this numerical check independent of what other tests left behind."""
+  env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+  out = subprocess.run([sys.executable, __file__], cwd=repo_root, capture_output=True,
+                       text=True, timeout=600, check=False, env=env)
+  assert out.returncode == 0, out.stderr[-3000:]
+  return {r["algo"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize("algo", ["mdlm", "duo_pp"])
+def test_elbo_of_uniform_predictions_matches_its_closed_form(elbo_rows, algo):
+  """MDLM: ∫ −α' log K dt exactly; Duo: the ELBO integrand of uniform predictions by
+  200-node Gauss–Legendre quadrature. Monte Carlo over 200 keys, within 4 standard errors."""
+  r = elbo_rows[algo]
+  assert not r["bad_keys"], r
+  assert abs(r["mean"] - r["want"]) < 4 * r["se"] + 1e-3, r
 
 
 def test_unknown_algorithm():
@@ -153,3 +173,7 @@ def test_the_design_cards_config_path_is_the_duo_pp_flagship(arg):
     modules.append(module)
   flagship, family = (m.get_config(arg) for m in modules)
   assert flagship.to_dict() == family.to_dict() and flagship.experiment == "duo_pp"
+
+
+if __name__ == "__main__":
+  print(json.dumps(_elbo_rows()))
