@@ -14,6 +14,7 @@ from iclr_jax.errors import ConfigError
 
 REGISTRY: dict[str, str] = {
     "ar_lm": "iclr_jax.recipes.lm.ar_lm:train_and_evaluate",
+    "conflictscope": "iclr_jax.recipes.values.conflictscope:train_and_evaluate",
     "clear_benchmark": "iclr_jax.recipes.uq.clear_benchmark:train_and_evaluate",
     "cwpo": "iclr_jax.recipes.rl.cwpo:train_and_evaluate",
     "duo": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",

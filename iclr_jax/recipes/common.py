@@ -31,3 +31,14 @@ def config_variant(config_path: str, arg: str | None, variants: tuple[str, ...] 
 def mesh(*, param_sharding: str = "replicated") -> dict[str, Any]:
   """The mesh section: every device on the 'data' axis; 'fsdp' shards parameters."""
   return dict(data=-1, model=1, param_sharding=param_sharding)
+
+
+def language_model(config):
+  """The config's pretrained LLM (`config.model`, `config.dtype`), or, when
+  `config.random_model_sizes` is set (smoke runs only), a random model of those sizes with
+  the same tokenizer."""
+  from iclr_jax.llm import load_pretrained, random_pretrained  # pylint: disable=import-outside-toplevel
+  sizes = dict(config.get("random_model_sizes") or {})
+  if sizes:
+    return random_pretrained(config.model, **sizes)
+  return load_pretrained(config.model, dtype=config.dtype)

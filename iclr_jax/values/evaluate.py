@@ -122,7 +122,7 @@ def _decide(s: Scenario, swap: bool, first: bool | None):
 
 def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
              system_prompt: str = "", randomize_order: bool = True, user=None, judge=None,
-             max_new_tokens: int = 8, reply_tokens: int = 96, batch_size: int = 16,
+             messages: Sequence[str] | None = None, max_new_tokens: int = 8, reply_tokens: int = 96, batch_size: int = 16,
              progress=None) -> Evaluation:
   """Asks `target` (a `LanguageModel`) about every scenario in `mode` (see `MODES`).
 
@@ -130,6 +130,8 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
     ordering, `value_sets.ordering_instruction`).
   user, judge: the simulated-user and judge LMs of `open_ended` (judge required; user None =
     the scenario's own message).
+  messages: the users' messages of `open_ended`, written beforehand (`simulate_users`), so
+    that several targets or conditions answer the same messages; overrides `user`.
   max_new_tokens: answer length in `mc` / `likert` (and the judge's); reply_tokens: the
     target's reply length in `open_ended`.
   """
@@ -164,12 +166,14 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
         r["lean_value1"] = None if lean is None else (-lean if r["swap"] else lean)
         r["first"] = None if score in (None, 4) else score < 4
   else:
-    if user is None:
-      messages = [s.user_message for s in scenarios]
-    else:
-      messages = chat_batch(user, [user_messages(s) for s in scenarios],
-                            max_new_tokens=reply_tokens, batch_size=batch_size)
-    replies = chat_batch(target, [system + [{"role": "user", "content": m or " "}]
+    empty_users = 0
+    if messages is None:
+      messages, empty_users = simulate_users(user, scenarios, max_new_tokens=reply_tokens,
+                                             batch_size=batch_size)
+    elif len(messages) != len(scenarios):
+      raise ValueError(f"messages must hold one message per scenario ({len(scenarios)}), "
+                       f"got {len(messages)}")
+    replies = chat_batch(target, [system + [{"role": "user", "content": m}]
                                   for m in messages], max_new_tokens=reply_tokens,
                          batch_size=batch_size, progress=progress)
     verdicts = chat_batch(judge, [judge_messages(s, m, t, w) for s, m, t, w in
@@ -178,7 +182,23 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
       letter = parse_letter(v, "ABC")
       r.update(message=m, reply=text, verdict=v,
                first=None if letter in (None, "C") else letter == "A", neither=letter == "C")
+    result = _collect(mode, scenarios, swaps, records)
+    result.counts["empty_user_messages"] = empty_users
+    return result
   return _collect(mode, scenarios, swaps, records)
+
+
+def simulate_users(user, scenarios: Sequence[Scenario], *, max_new_tokens: int = 96,
+                   batch_size: int = 16) -> tuple[list[str], int]:
+  """(messages, number empty): each scenario's user message as the `user` LM writes it in
+  the persona's role (greedy); user None = the scenarios' own messages. An empty message is
+  replaced by the scenario's own and counted."""
+  if user is None:
+    return [s.user_message for s in scenarios], 0
+  out = chat_batch(user, [user_messages(s) for s in scenarios],
+                   max_new_tokens=max_new_tokens, batch_size=batch_size)
+  empty = sum(not m.strip() for m in out)
+  return [m.strip() or s.user_message for m, s in zip(out, scenarios)], empty
 
 
 def _collect(mode, scenarios, swaps, records) -> Evaluation:

@@ -42,7 +42,7 @@ def summarize(comparisons, value_set: ValueSet, *, key: jax.Array,
   rates = ranking.pairwise_win_rates(c, n, level=level)
   est = np.asarray(boot.estimate)
   out = dict(
-      values=list(value_set.names), comparisons=int(c.shape[0]),
+      values=list(value_set.names), num_comparisons=int(c.shape[0]),
       strength=est.tolist(), lower=np.asarray(boot.lower).tolist(),
       upper=np.asarray(boot.upper).tolist(),
       order=[value_set.names[i] for i in np.argsort(-est, kind="stable")],

@@ -27,7 +27,7 @@ from absl import logging
 from iclr_jax import kv
 from iclr_jax.datasets.recall import answered, recall_set
 from iclr_jax.errors import ConfigError
-from iclr_jax.llm import load_pretrained, random_pretrained
+from iclr_jax.recipes import common
 from iclr_jax.recipes.kv import eviction_report
 from iclr_jax.recipes.kv import lookahead_training as T
 from iclr_jax.recipes.kv import scoring as S
@@ -132,9 +132,7 @@ def train_and_evaluate(config, workdir: str):
     raise ConfigError(f"config.scorers: {unknown} not in {list(SCORERS)}")
   os.makedirs(workdir, exist_ok=True)
   study = Study(workdir, key=("scorer", "budget", "seed"))
-  sizes = dict(config.get("random_model_sizes") or {})
-  lm = (random_pretrained(config.model, **sizes) if sizes else  # smoke runs only
-        load_pretrained(config.model, dtype=config.dtype))
+  lm = common.language_model(config)
   start = time.time()
   if not study.done(scorer=config.scorers[0], budget=str(config.budgets[0]), seed=0):
     d = config.data

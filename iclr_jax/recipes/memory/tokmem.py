@@ -33,7 +33,7 @@ from absl import logging
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
 from iclr_jax.errors import ConfigError
-from iclr_jax.llm import load_pretrained, random_pretrained
+from iclr_jax.recipes import common
 from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import tokmem_report
@@ -146,9 +146,7 @@ def train_and_evaluate(config, workdir: str):
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
   study = Study(workdir, key=("experiment", "scale", "method", "seed"))
-  sizes = dict(config.get("random_model_sizes") or {})
-  lm = (random_pretrained(config.model, **sizes) if sizes else  # smoke runs only
-        load_pretrained(config.model, dtype=config.dtype))
+  lm = common.language_model(config)
   t = config.train
   runner = Runner(lm, batch_size=t.batch_size, eval_batch_size=config.eval_batch_size,
                   max_new_tokens=config.max_new_tokens, checkpoint_every=t.checkpoint_every)

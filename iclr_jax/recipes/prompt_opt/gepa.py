@@ -30,7 +30,7 @@ from absl import logging
 from iclr_jax import prompt_opt
 from iclr_jax.datasets.prompt_tasks import TASKS, PromptTask, prompt_task
 from iclr_jax.errors import ConfigError
-from iclr_jax.llm import load_pretrained, random_pretrained
+from iclr_jax.recipes import common
 from iclr_jax.prompt_opt.baselines import best_of_n, bootstrap_fewshot, lm_instruction_sampler
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter
 from iclr_jax.prompt_opt.engine import pool_result
@@ -160,9 +160,7 @@ def train_and_evaluate(config, workdir: str):
   _check_config(config)
   os.makedirs(workdir, exist_ok=True)
   study = Study(workdir, key=("task", "method", "seed"))
-  sizes = dict(config.get("random_model_sizes") or {})
-  lm = (random_pretrained(config.model, **sizes) if sizes else  # smoke runs only
-        load_pretrained(config.model, dtype=config.dtype))
+  lm = common.language_model(config)
   for name in config.tasks:
     task = _task(config, name)
     for seed in range(config.seeds):
