@@ -74,10 +74,12 @@ _ANYWHERE = re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-C])\b",
 def parse_letter(text: str, letters: str = "AB") -> str | None:
   """The option letter a reply chooses: a leading letter ('B', '(A)', 'Answer: B'), else
   'answer/option/choice X' anywhere, else the only standalone capital letter among
-  `letters`; None when there is none or several."""
+  `letters`; None when there is none or several, or for 'A or B'."""
   if not isinstance(text, str) or not text.strip():
     return None
   t = text.strip()
+  if re.match(r"^\W*[A-C]\s*(?:or|/|and)\s*[A-C]\b", t):
+    return None  # 'A or B' chooses nothing
   m = _LEAD.match(t) or _ANYWHERE.search(t)
   if m and m.group(1).upper() in letters:
     return m.group(1).upper()

@@ -56,21 +56,24 @@ class Scenario:
 
 
 def sample_outlines(value_set: ValueSet, num: int, *, seed: int) -> list[Outline]:
-  """`num` outlines that cover every unordered value pair and every kind as evenly as `num`
-  allows: pairs and kinds in a seeded shuffled cycle, each pair's orientation a coin flip."""
+  """`num` outlines in passes over every unordered value pair (shuffled per pass, each
+  pair's orientation a coin flip). Pair p gets kind (offset_p + pass) mod 4, with the
+  offsets spread evenly: each pass holds every kind equally often (up to one), and four
+  passes give every pair every kind once."""
   if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1:
     raise ValueError(f"num must be an int >= 1, got {num!r}")
   rng = np.random.default_rng(seed)
   pairs = list(itertools.combinations(range(len(value_set)), 2))
+  offsets = rng.permutation(len(pairs)) % len(KINDS)
   out = []
-  while len(out) < num:
-    order = rng.permutation(len(pairs))
-    kinds = rng.permutation(len(pairs) * len(KINDS)) % len(KINDS)
-    for p, k in zip(order, kinds):
+  for r in itertools.count():
+    if len(out) >= num:
+      break
+    for p in rng.permutation(len(pairs)):
       a, b = pairs[p]
       if rng.random() < 0.5:
         a, b = b, a
-      out.append(Outline(int(a), int(b), *KINDS[int(k)]))
+      out.append(Outline(int(a), int(b), *KINDS[(int(offsets[p]) + r) % len(KINDS)]))
   return out[:num]
 
 

@@ -2,6 +2,7 @@
 intervals against their defining equation, and bad input."""
 
 import chex
+import choix
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +20,6 @@ def _random_comparisons(rng, n, m):
 
 @pytest.mark.parametrize("alpha", [0.01, 0.3])
 def test_bradley_terry_equals_choix(alpha):
-  choix = pytest.importorskip("choix")
   rng = np.random.default_rng(0)
   with jax.enable_x64(True):
     for _ in range(6):

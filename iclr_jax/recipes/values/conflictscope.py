@@ -35,6 +35,7 @@ from iclr_jax.train.study import Study
 
 SOURCES = ("lm", "template")
 SETUPS = ("llm", "scripted", "scripted_llm_judge")
+STUDY_KEY = ("setup", "source", "mode", "condition")
 
 
 def _check_config(config, vs):
@@ -201,7 +202,7 @@ def train_and_evaluate(config, workdir: str):
   if all(not scenarios.get(s) for s in config.sources):
     raise ValueError(f"no scenario survived in any source {tuple(config.sources)} "
                      f"(filter report: {reports}); nothing to rank")
-  study = Study(workdir, key=("setup", "source", "mode", "condition"))
+  study = Study(workdir, key=STUDY_KEY)
   ctx = dict(config=config, vs=vs, lm=lm, scenarios=scenarios, workdir=workdir)
   for unit in _units(config, scenarios):
     if not study.done(**dict(zip(study.key, unit))):
