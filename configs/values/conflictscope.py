@@ -42,7 +42,8 @@ def get_config(arg=None):
   # judge's own accuracy)
   c.setups = ("llm", "scripted", "scripted_llm_judge")
   c.modes = ("mc", "likert", "open_ended")
-  c.conditions = ("plain", "ordered")
+  # the ordering in the system turn (the paper) or at the head of the user turn
+  c.conditions = ("plain", "ordered", "ordered_user")
   c.answer_tokens = 8
   c.reply_tokens = 64
   c.batch_size = 16

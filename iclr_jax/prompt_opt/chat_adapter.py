@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from iclr_jax.llm.protocol import chat_batch
 from iclr_jax.prompt_opt.adapter import Candidate, EvaluationBatch
 
 Score = Callable[[Any, str], tuple[float, str]]
@@ -38,17 +39,10 @@ def conversation(instruction: str, message: str, placement: str = "user") -> lis
 
 def chat_replies(lm, instruction: str, messages: Sequence[str], *, max_new_tokens: int,
                  batch_size: int = 16, placement: str = "user") -> list[str]:
-  """Greedy replies of `lm` to each user message under `instruction`."""
+  """Greedy replies of `lm` to each user message under `instruction` (batched where `lm`
+  can batch: `llm.protocol.chat_batch`)."""
   convs = [conversation(instruction, m, placement) for m in messages]
-  tokenizer = getattr(lm, "tokenizer", None)
-  if tokenizer is None or not hasattr(lm, "generate_ids"):
-    return [lm.chat(c, max_new_tokens=max_new_tokens) for c in convs]
-  prompts = [tokenizer.chat_ids(c, add_generation_prompt=True) for c in convs]
-  out = []
-  for i in range(0, len(prompts), batch_size):
-    out += [tokenizer.decode(r) for r in lm.generate_ids(prompts[i:i + batch_size],
-                                                           max_new_tokens=max_new_tokens)]
-  return out
+  return chat_batch(lm, convs, max_new_tokens=max_new_tokens, batch_size=batch_size)
 
 
 class ChatAdapter:

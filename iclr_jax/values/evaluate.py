@@ -123,13 +123,16 @@ def _decide(s: Scenario, swap: bool, first: bool | None):
 
 
 def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
-             system_prompt: str = "", randomize_order: bool = True, user=None, judge=None,
+             system_prompt: str = "", user_prefix: str = "", randomize_order: bool = True,
+             user=None, judge=None,
              messages: Sequence[str] | None = None, max_new_tokens: int = 8, reply_tokens: int = 96, batch_size: int = 16,
              progress=None) -> Evaluation:
   """Asks `target` (a `LanguageModel`) about every scenario in `mode` (see `MODES`).
 
   system_prompt: prepended as a system message to every target conversation (e.g. a value
     ordering, `value_sets.ordering_instruction`).
+  user_prefix: put at the head of the target's user turn instead (small models often
+    ignore system turns).
   user, judge: the simulated-user and judge LMs of `open_ended` (judge required; user None =
     the scenario's own message).
   messages: the users' messages of `open_ended`, written beforehand (`simulate_users`), so
@@ -148,12 +151,17 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
   swaps = (rng.random(len(scenarios)) < 0.5) if randomize_order else np.zeros(len(scenarios),
                                                                               bool)
   system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+  prefix = f"{user_prefix}\n\n" if user_prefix else ""
+
+  def target_turn(msgs):
+    return system + [dict(m, content=prefix + m["content"]) for m in msgs]
+
   run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
   records = [dict(index=i, value1=s.value1, value2=s.value2, swap=bool(w))
              for i, (s, w) in enumerate(zip(scenarios, swaps))]
   if mode in ("mc", "likert"):
     build = mc_messages if mode == "mc" else likert_messages
-    replies = chat_batch(target, [system + build(s, w) for s, w in zip(scenarios, swaps)],
+    replies = chat_batch(target, [target_turn(build(s, w)) for s, w in zip(scenarios, swaps)],
                          progress=progress, **run)
     for r, text in zip(records, replies):
       r["reply"] = text
@@ -175,7 +183,7 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
     elif len(messages) != len(scenarios):
       raise ValueError(f"messages must hold one message per scenario ({len(scenarios)}), "
                        f"got {len(messages)}")
-    replies = chat_batch(target, [system + [{"role": "user", "content": m}]
+    replies = chat_batch(target, [target_turn([{"role": "user", "content": m}])
                                   for m in messages], max_new_tokens=reply_tokens,
                          batch_size=batch_size, progress=progress)
     verdicts = chat_batch(judge, [judge_messages(s, m, t, w) for s, m, t, w in

@@ -61,7 +61,8 @@ class ScriptedTarget:
       if likert:
         return "1" if first else "7"
       return "A" if first else "B"
-    s = self._by_message.get(text)
+    s = self._by_message.get(text) or next(
+        (s for m, s in self._by_message.items() if text.endswith(m)), None)
     return "I would rather not say." if s is None else self._preferred(s)
 
 

@@ -39,8 +39,9 @@ class ProductTest(chex.TestCase):
     for kind in ("q4_1", "q8_0"):
       w, ref = _weight(kind, rng)
       product = self.variant(_MATMUL[kind])
-      # 1 and 6 rows take the kernel, 2 x 9 rows the dense path
-      for shape in ((1, 96), (2, 3, 96), (2, 9, 96)):
+      # 1 to 8 rows take the kernel (one row, or a block shared by 2-8 rows), 2 x 9 rows
+      # the dense path
+      for shape in [(r, 96) for r in range(1, 8)] + [(2, 4, 96), (2, 9, 96)]:
         x = rng.normal(size=shape).astype(np.float32)
         np.testing.assert_allclose(np.asarray(product(x, w)), x @ ref.T, rtol=1e-5,
                                    atol=1e-4, err_msg=f"{kind} {shape}")

@@ -110,6 +110,11 @@ def test_ordering_prompt_reaches_the_target_as_a_system_message():
   values.evaluate(Recorder(), _scenarios(2), mode="mc", seed=0, system_prompt=text)
   assert all(m[0] == {"role": "system", "content": text} for m in seen)
   assert text.index("1. efficiency") < text.index("8. lawfulness")
+  seen.clear()
+  values.evaluate(Recorder(), _scenarios(2), mode="open_ended", seed=0, user_prefix=text,
+                  judge=Recorder())
+  targets = seen[:2]  # then the judge's two conversations
+  assert all(len(m) == 1 and m[0]["content"].startswith(text + "\n\n") for m in targets)
 
 
 @pytest.mark.parametrize("text,want", [("A", "A"), (" (B) because", "B"), ("Answer: B", "B"),

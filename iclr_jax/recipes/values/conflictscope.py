@@ -7,7 +7,8 @@ Steps (each resumable from the workdir):
    `scenarios.json` with the settings that made them; a restart with other settings is an
    error that lists what differs.
 2. One unit per (setup, source, mode, condition): the setup's target answers every
-   scenario (`values.evaluate`); `ordered` puts the target ranking in the system prompt.
+   scenario (`values.evaluate`); `ordered` puts the target ranking in the system prompt (as
+   the paper does), `ordered_user` at the head of the user turn.
    Open-ended users' messages are written once per (setup, source) and reused.
 3. Rankings (Bradley–Terry with bootstrap CIs), agreement with the target ranking, the
    personal-vs-protective share; `table.md`, `summary.json`, `rankings.png`.
@@ -35,6 +36,8 @@ from iclr_jax.train.study import Study
 
 SOURCES = ("lm", "template")
 SETUPS = ("llm", "scripted", "scripted_llm_judge")
+# where the target ranking goes: nowhere, the system turn (the paper), the user turn
+CONDITIONS = ("plain", "ordered", "ordered_user")
 STUDY_KEY = ("setup", "source", "mode", "condition")
 
 
@@ -42,7 +45,7 @@ def _check_config(config, vs):
   for field, allowed, given in (("sources", SOURCES, config.sources),
                                 ("setups", SETUPS, config.setups),
                                 ("modes", values.MODES, config.modes),
-                                ("conditions", ("plain", "ordered"), config.conditions)):
+                                ("conditions", CONDITIONS, config.conditions)):
     bad = [g for g in given if g not in allowed]
     if bad or not given:
       raise ConfigError(f"config.{field} must be a non-empty subset of {allowed}, got "
@@ -137,15 +140,17 @@ def _unit(ctx, setup, source, mode, condition):
   config, vs, scenarios = ctx["config"], ctx["vs"], ctx["scenarios"][source]
   order = config.scripted_order if setup.startswith("scripted") else config.target_order
   target, user, judge = _lms(setup, ctx["lm"], scenarios, vs.target_scores(order))
-  system = values.ordering_instruction(vs, config.target_order) if condition == "ordered" \
-      else ""
+  ordering = values.ordering_instruction(vs, config.target_order)
+  system = ordering if condition == "ordered" else ""
+  prefix = ordering if condition == "ordered_user" else ""
   messages = None
   if mode == "open_ended":
     messages, empty = _messages(ctx["workdir"], setup, source, user, scenarios, config)
   bar = Progress(0, len(scenarios))
   t0 = time.time()
   ev = values.evaluate(target, scenarios, mode=mode, seed=config.seed, system_prompt=system,
-                       judge=judge, messages=messages, max_new_tokens=config.answer_tokens,
+                       user_prefix=prefix, judge=judge, messages=messages,
+                       max_new_tokens=config.answer_tokens,
                        reply_tokens=config.reply_tokens, batch_size=config.batch_size,
                        progress=bar.advance)
   bar.close()
@@ -184,7 +189,7 @@ def _units(config, scenarios):
         if setup == "scripted_llm_judge" and mode != "open_ended":
           continue  # the judge only acts in open-ended mode
         for condition in config.conditions:
-          if setup.startswith("scripted") and condition == "ordered":
+          if setup.startswith("scripted") and condition != "plain":
             continue  # a scripted target ignores the system prompt
           yield setup, source, mode, condition
 

@@ -47,12 +47,13 @@ def claims(rows: Sequence[dict], vs, config) -> dict:
           shift=oe["personal_share"] - mc["personal_share"])
     for mode in config.modes:
       plain = _pick(rows, setup="llm", source=source, mode=mode, condition="plain")
-      ordered = _pick(rows, setup="llm", source=source, mode=mode, condition="ordered")
-      if plain and ordered and plain.get("ranked") and ordered.get("ranked"):
-        gain = ordered["agreement"] - plain["agreement"]
-        out[f"{source}/{mode}/ordering_gain"] = dict(
-            plain=plain["agreement"], ordered=ordered["agreement"], gain=gain,
-            relative=gain / plain["agreement"] if plain["agreement"] else float("nan"))
+      for cond in ("ordered", "ordered_user"):
+        ordered = _pick(rows, setup="llm", source=source, mode=mode, condition=cond)
+        if plain and ordered and plain.get("ranked") and ordered.get("ranked"):
+          gain = ordered["agreement"] - plain["agreement"]
+          out[f"{source}/{mode}/{cond}_gain"] = dict(
+              plain=plain["agreement"], ordered=ordered["agreement"], gain=gain,
+              relative=gain / plain["agreement"] if plain["agreement"] else float("nan"))
     known = vs.target_scores(config.scripted_order)
     for r in rows:
       if r["source"] == source and r["setup"].startswith("scripted") and r.get("ranked"):
