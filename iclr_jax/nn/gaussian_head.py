@@ -1,5 +1,6 @@
 """An MLP whose head is a Gaussian over n outputs: mean, variances and a low-rank factor, the
-input the probabilistic projection layer (`iclr_jax.constraints`) expects."""
+input the probabilistic projection layer (`iclr_jax.constraints`) expects: wrap the last two
+as `constraints.LowRankCov(factor, diag)`. Plain arrays, so `nn/` needs no family."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from iclr_jax.constraints import LowRankCov
 from iclr_jax.errors import ArgumentError
 
 
 class GaussianMLP(nnx.Module):
-  """x [batch, in_features] -> (mean [batch, n], LowRankCov(factor [batch, n, rank],
-  diag [batch, n])): Σ = F Fᵀ + diag(d), d = softplus(·) + min_var > 0.
+  """x [batch, in_features] -> (mean [batch, n], factor [batch, n, rank], diag [batch, n]):
+  Σ = F Fᵀ + diag(d), d = softplus(·) + min_var > 0.
 
   rank = 0 gives a diagonal Gaussian (factor [batch, n, 0]). The factor head starts small
   (its output is scaled by `factor_scale`) so early training is driven by the variances.
@@ -34,7 +34,7 @@ class GaussianMLP(nnx.Module):
     self.factor = nnx.Linear(hidden[-1], out_features * rank, rngs=rngs) if rank else None
     self.n, self.rank, self.min_var, self.factor_scale = out_features, rank, min_var, factor_scale
 
-  def __call__(self, x: jax.Array) -> tuple[jax.Array, LowRankCov]:
+  def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     for layer in self.layers:
       x = jax.nn.gelu(layer(x))
     diag = jax.nn.softplus(self.var(x) - 3.0) + self.min_var  # starts near var 0.05
@@ -42,4 +42,4 @@ class GaussianMLP(nnx.Module):
       factor = jnp.zeros((*x.shape[:-1], self.n, 0), x.dtype)
     else:
       factor = self.factor_scale * self.factor(x).reshape(*x.shape[:-1], self.n, self.rank)
-    return self.mean(x), LowRankCov(factor, diag)
+    return self.mean(x), factor, diag

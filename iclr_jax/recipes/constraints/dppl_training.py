@@ -86,6 +86,12 @@ def gaussian_mlp(in_features: int, out_features: int, *, hidden, rank: int) -> M
                                                  rank=rank, rngs=nnx.Rngs(params=key)))
 
 
+def gaussian(fns: ModelFunctions, params, x):
+  """(mean, LowRankCov) of the GaussianMLP's outputs."""
+  mean, factor, diag = fns.apply(params, x)
+  return mean, C.LowRankCov(factor, diag)
+
+
 def marginals(mean, cov, b, task: Task, projection: str | None, *, noise_var: float = 0.0):
   """(mean, marginal variances) [B, n] of the head's Gaussian after `projection`."""
   if projection is None:
@@ -115,7 +121,7 @@ def project_draws(samples, cov, b, task: Task, projection: str | None):
 
 
 def loss_fn(params, x, y, b, key, *, fns: ModelFunctions, task: Task, model: Model):
-  mean, cov = fns.apply(params, x)
+  mean, cov = gaussian(fns, params, x)
   if model.loss == "sample_crps":
     proj = project_draws(draw(mean, cov, key, model.samples), cov, b, task, model.projection)
     return jnp.mean(C.sample_crps(y, proj, fair=True))
@@ -174,7 +180,7 @@ def evaluate(fns: ModelFunctions, params, task: Task, evaluation: Evaluation, *,
   its mean. The nonlinear constraint: `eval_samples` draws projected one by one (inference
   as the paper does it), scored by the fair sample CRPS; the constraint error is the mean
   over draws of max |h|."""
-  mean, cov = fns.apply(params, jnp.asarray(task.x_test))
+  mean, cov = gaussian(fns, params, jnp.asarray(task.x_test))
   y, b = jnp.asarray(task.y_test), jnp.asarray(task.b_test)
   if task.h is None:
     mu, var = marginals(mean, cov, b, task, evaluation.projection, noise_var=noise_var)
@@ -197,7 +203,7 @@ def example_band(fns: ModelFunctions, params, task: Task, evaluation: Evaluation
                  *, noise_var: float) -> dict:
   """Mean and marginal std of test example `index` (for the figure; linear tasks)."""
   x = jnp.asarray(task.x_test[index:index + 1])
-  mean, cov = fns.apply(params, x)
+  mean, cov = gaussian(fns, params, x)
   mu, var = marginals(mean, cov, jnp.asarray(task.b_test[index:index + 1]), task,
                       evaluation.projection, noise_var=noise_var)
   return {"mean": np.asarray(mu[0]).tolist(),
