@@ -57,11 +57,16 @@ def check_comparisons(comparisons, num_values) -> jax.Array:
 
 
 def win_counts(comparisons, num_values: int, weights=None) -> jax.Array:
-  """W [num_values, num_values] with W[i, j] = (weighted) number of times i beat j."""
+  """W [num_values, num_values] with W[i, j] = (weighted) number of times i beat j.
+  Concrete bad comparisons are a ValueError; traced ones make every entry NaN (and so the
+  fit)."""
   c = check_comparisons(comparisons, num_values)
   w = jnp.ones(c.shape[0], jnp.float32) if weights is None else jnp.asarray(weights,
                                                                            jnp.float32)
-  return jnp.zeros((num_values, num_values), w.dtype).at[c[:, 0], c[:, 1]].add(w)
+  wins = jnp.zeros((num_values, num_values), w.dtype).at[c[:, 0], c[:, 1]].add(w)
+  # traced ids out of range (a scatter would drop them) or a value against itself: NaN
+  bad = jnp.any((c < 0) | (c >= num_values)) | jnp.any(c[:, 0] == c[:, 1])
+  return jnp.where(bad, jnp.nan, wins)
 
 
 def _residual(theta, wins, alpha):
@@ -185,8 +190,9 @@ def _bootstrap(key, c, num_values, alpha, num_resamples, level):
   fit = lambda w: fit_counts(  # noqa: E731
       jnp.zeros((num_values, num_values), jnp.float32).at[c[:, 0], c[:, 1]].add(w),
       alpha=alpha)
-  samples = jax.vmap(fit)(counts)
-  estimate = fit(jnp.ones(n, jnp.float32))
+  bad = jnp.any((c < 0) | (c >= num_values)) | jnp.any(c[:, 0] == c[:, 1])
+  samples = jnp.where(bad, jnp.nan, jax.vmap(fit)(counts))
+  estimate = jnp.where(bad, jnp.nan, fit(jnp.ones(n, jnp.float32)))
   tail = (1.0 - level) / 2
   lower, upper = jnp.nanquantile(samples, jnp.stack([tail, 1.0 - tail]), axis=0)
   return BootstrapRanking(estimate, lower, upper, samples)

@@ -119,6 +119,13 @@ def test_bad_comparisons_are_named(comparisons, n, match):
     ranking.bradley_terry(comparisons, n)
 
 
+def test_traced_bad_comparisons_give_nan():
+  fit = jax.jit(lambda c: ranking.bradley_terry(c, 3))
+  assert np.isfinite(np.asarray(fit(jnp.array([[0, 1], [1, 2], [2, 0]])))).all()
+  for bad in ([[0, 1], [1, 3]], [[0, 1], [2, 2]], [[-1, 0], [1, 2]]):
+    assert np.isnan(np.asarray(fit(jnp.array(bad)))).all(), bad
+
+
 def test_a_value_that_never_loses_needs_regularisation():
   c = np.array([[0, 1], [0, 2], [1, 2], [2, 1]])
   with pytest.raises(ValueError, match="alpha > 0"):
