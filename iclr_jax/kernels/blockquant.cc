@@ -55,14 +55,11 @@ struct Q41Block {
     const uint8_t q = qs[i * kHalf + j];
     return x[j] * static_cast<float>(q & 15) + x[j + kHalf] * static_cast<float>(q >> 4);
   }
-  // s · q of block i as floats: lo = inputs 0–15, hi = inputs 16–31
-  void Unpack(int64_t i, float s, float* lo, float* hi) const {
-#pragma omp simd
-    for (int64_t j = 0; j < kHalf; ++j) {
-      const uint8_t q = qs[i * kHalf + j];
-      lo[j] = s * static_cast<float>(q & 15);
-      hi[j] = s * static_cast<float>(q >> 4);
-    }
+  // q of inputs j and j + 16 of block i, as floats
+  void Pair(int64_t i, int64_t j, float* lo, float* hi) const {
+    const uint8_t q = qs[i * kHalf + j];
+    *lo = static_cast<float>(q & 15);
+    *hi = static_cast<float>(q >> 4);
   }
 };
 
@@ -75,18 +72,16 @@ struct Q80Block {
     const int8_t* q = qs + i * kBlock;
     return x[j] * static_cast<float>(q[j]) + x[j + kHalf] * static_cast<float>(q[j + kHalf]);
   }
-  void Unpack(int64_t i, float s, float* lo, float* hi) const {
+  void Pair(int64_t i, int64_t j, float* lo, float* hi) const {
     const int8_t* q = qs + i * kBlock;
-#pragma omp simd
-    for (int64_t j = 0; j < kHalf; ++j) {
-      lo[j] = s * static_cast<float>(q[j]);
-      hi[j] = s * static_cast<float>(q[j + kHalf]);
-    }
+    *lo = static_cast<float>(q[j]);
+    *hi = static_cast<float>(q[j + kHalf]);
   }
 };
 
-// R rows at once (2 ≤ R ≤ 8, batched decoding): each block is converted to floats once and
-// used for every row, so the conversion no longer grows with the batch.
+// R rows at once (2 ≤ R ≤ 8, batched decoding): each weight is converted to float once,
+// inside the vectorised loop, and used for every row, so the conversion no longer grows with
+// the batch.
 template <typename Block, int R>
 void Rows(const float* x, int64_t in, int64_t out, const Block& block, const float* xsum,
           float* y) {
@@ -95,16 +90,21 @@ void Rows(const float* x, int64_t in, int64_t out, const Block& block, const flo
   for (int64_t o = 0; o < out; ++o) {
     float acc[R][kHalf] = {};
     float lin[R] = {};
-    float lo[kHalf], hi[kHalf];
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t i = o * nb + b;
-      block.Unpack(i, block.d[i], lo, hi);
-      for (int r = 0; r < R; ++r) {
-        const float* xb = x + r * in + b * kBlock;
+      const float s = block.d[i];
+      const float* xb = x + b * kBlock;
 #pragma omp simd
-        for (int64_t j = 0; j < kHalf; ++j) acc[r][j] += xb[j] * lo[j] + xb[j + kHalf] * hi[j];
-        if (Block::kOffset) lin[r] += block.m[i] * xsum[r * nb + b];
+      for (int64_t j = 0; j < kHalf; ++j) {
+        float lo, hi;
+        block.Pair(i, j, &lo, &hi);
+        lo *= s;
+        hi *= s;
+        for (int r = 0; r < R; ++r)
+          acc[r][j] += xb[r * in + j] * lo + xb[r * in + j + kHalf] * hi;
       }
+      if (Block::kOffset)
+        for (int r = 0; r < R; ++r) lin[r] += block.m[i] * xsum[r * nb + b];
     }
     for (int r = 0; r < R; ++r) {
       float sum = lin[r];

@@ -119,7 +119,8 @@ def fit_counts(wins: jax.Array, *, alpha: float = 0.01, max_iter: int = 100) -> 
 
 def _check_alpha_and_graph(alpha, wins_np):
   check_range("alpha", alpha, 0.0)
-  if alpha == 0 and wins_np is not None and not _strongly_connected(wins_np > 0):
+  a = concrete(alpha)
+  if a is not None and a.size == 1 and float(a) == 0 and wins_np is not None and not _strongly_connected(wins_np > 0):
     raise ValueError("with alpha = 0 every value must be reachable from every other along "
                      "'beat' edges (some value never wins or never loses, so its maximum-"
                      "likelihood strength is infinite); use alpha > 0")
@@ -173,12 +174,9 @@ def bootstrap_bradley_terry(key: jax.Array, comparisons, num_values: int, *,
   """Percentile bootstrap intervals of the Bradley–Terry log-strengths: the comparisons are
   resampled with replacement `num_resamples` times and each resample is refitted."""
   c = check_comparisons(comparisons, num_values)
-  _check_alpha_and_graph(alpha, None)
   num_resamples = static_int("num_resamples", num_resamples, low=2)
   check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
-  wins = win_counts(c, num_values)
-  if (v := concrete(wins)) is not None:
-    _check_alpha_and_graph(alpha, v)
+  _check_alpha_and_graph(alpha, concrete(win_counts(c, num_values)))
   return _bootstrap(key, c, num_values, alpha, num_resamples, level)
 
 
