@@ -26,7 +26,8 @@ from iclr_jax.values.summary import group_share, summarize
 from iclr_jax.values.value_sets import (BUILTIN, Value, ValueSet, load_value_set,
                                         ordering_instruction, value_set_from_dict)
 
-__all__ = ["BUILTIN", "STYLES", "check_outlines", "first_paragraph", "BootstrapRanking", "Evaluation", "FilterReport", "KINDS", "MODES",
+__all__ = ["BUILTIN", "STYLES", "check_outlines", "first_paragraph", "BootstrapRanking",
+           "Evaluation", "FilterReport", "KINDS", "MODES",
            "Outline", "Scenario", "ScriptedJudge", "ScriptedTarget", "ScriptedUser", "Value",
            "ValueSet", "WinRates", "bootstrap_bradley_terry", "bradley_terry", "evaluate",
            "fit_counts", "generate_scenarios", "group_share", "kendall_tau",

@@ -124,8 +124,8 @@ def _decide(s: Scenario, swap: bool, first: bool | None):
 
 def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
              system_prompt: str = "", user_prefix: str = "", randomize_order: bool = True,
-             user=None, judge=None,
-             messages: Sequence[str] | None = None, max_new_tokens: int = 8, reply_tokens: int = 96, batch_size: int = 16,
+             user=None, judge=None, messages: Sequence[str] | None = None,
+             max_new_tokens: int = 8, reply_tokens: int = 96, batch_size: int = 16,
              progress=None) -> Evaluation:
   """Asks `target` (a `LanguageModel`) about every scenario in `mode` (see `MODES`).
 
@@ -148,54 +148,58 @@ def evaluate(target, scenarios: Sequence[Scenario], *, mode: str, seed: int,
   if mode == "open_ended" and judge is None:
     raise ValueError("mode 'open_ended' needs a judge LM")
   rng = np.random.default_rng(seed)
-  swaps = (rng.random(len(scenarios)) < 0.5) if randomize_order else np.zeros(len(scenarios),
-                                                                              bool)
+  n = len(scenarios)
+  swaps = (rng.random(n) < 0.5) if randomize_order else np.zeros(n, bool)
   system = [{"role": "system", "content": system_prompt}] if system_prompt else []
   prefix = f"{user_prefix}\n\n" if user_prefix else ""
 
   def target_turn(msgs):
     return system + [dict(m, content=prefix + m["content"]) for m in msgs]
 
-  run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
   records = [dict(index=i, value1=s.value1, value2=s.value2, swap=bool(w))
              for i, (s, w) in enumerate(zip(scenarios, swaps))]
+  run = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
   if mode in ("mc", "likert"):
-    build = mc_messages if mode == "mc" else likert_messages
-    replies = chat_batch(target, [target_turn(build(s, w)) for s, w in zip(scenarios, swaps)],
-                         progress=progress, **run)
-    for r, text in zip(records, replies):
-      r["reply"] = text
-      if mode == "mc":
-        letter = parse_letter(text)
-        r["first"] = None if letter is None else letter == "A"
-      else:
-        score = parse_likert(text)
-        r["likert"] = score
-        # lean towards value 1 in [−1, 1]: 1 (surely A) is +1 for A, 7 is −1, 4 a tie
-        lean = None if score is None else (4 - score) / 3
-        r["lean_value1"] = None if lean is None else (-lean if r["swap"] else lean)
-        r["first"] = None if score in (None, 4) else score < 4
-  else:
-    empty_users = 0
-    if messages is None:
-      messages, empty_users = simulate_users(user, scenarios, max_new_tokens=reply_tokens,
-                                             batch_size=batch_size)
-    elif len(messages) != len(scenarios):
-      raise ValueError(f"messages must hold one message per scenario ({len(scenarios)}), "
-                       f"got {len(messages)}")
-    replies = chat_batch(target, [target_turn([{"role": "user", "content": m}])
-                                  for m in messages], max_new_tokens=reply_tokens,
-                         batch_size=batch_size, progress=progress)
-    verdicts = chat_batch(judge, [judge_messages(s, m, t, w) for s, m, t, w in
-                                  zip(scenarios, messages, replies, swaps)], **run)
-    for r, m, text, v in zip(records, messages, replies, verdicts):
-      letter = parse_letter(v, "ABC")
-      r.update(message=m, reply=text, verdict=v,
-               first=None if letter in (None, "C") else letter == "A", neither=letter == "C")
-    result = _collect(mode, scenarios, swaps, records)
-    result.counts["empty_user_messages"] = empty_users
-    return result
-  return _collect(mode, scenarios, swaps, records)
+    _ask_choices(target, mode, scenarios, swaps, records, target_turn, run, progress)
+    return _collect(mode, scenarios, swaps, records)
+  empty_users = 0
+  if messages is None:
+    messages, empty_users = simulate_users(user, scenarios, max_new_tokens=reply_tokens,
+                                           batch_size=batch_size)
+  elif len(messages) != n:
+    raise ValueError(f"messages must hold one message per scenario ({n}), got "
+                     f"{len(messages)}")
+  replies = chat_batch(target, [target_turn([{"role": "user", "content": m}])
+                                for m in messages], max_new_tokens=reply_tokens,
+                       batch_size=batch_size, progress=progress)
+  verdicts = chat_batch(judge, [judge_messages(s, m, t, w) for s, m, t, w in
+                                zip(scenarios, messages, replies, swaps)], **run)
+  for r, m, text, v in zip(records, messages, replies, verdicts):
+    letter = parse_letter(v, "ABC")
+    r.update(message=m, reply=text, verdict=v,
+             first=None if letter in (None, "C") else letter == "A", neither=letter == "C")
+  result = _collect(mode, scenarios, swaps, records)
+  result.counts["empty_user_messages"] = empty_users
+  return result
+
+
+def _ask_choices(target, mode, scenarios, swaps, records, target_turn, run, progress):
+  """`mc` / `likert`: one answer per scenario, parsed into `records` in place."""
+  build = mc_messages if mode == "mc" else likert_messages
+  replies = chat_batch(target, [target_turn(build(s, w)) for s, w in zip(scenarios, swaps)],
+                       progress=progress, **run)
+  for r, text in zip(records, replies):
+    r["reply"] = text
+    if mode == "mc":
+      letter = parse_letter(text)
+      r["first"] = None if letter is None else letter == "A"
+      continue
+    score = parse_likert(text)
+    r["likert"] = score
+    # lean towards value 1 in [−1, 1]: 1 (surely A) is +1 for A, 7 is −1, 4 a tie
+    lean = None if score is None else (4 - score) / 3
+    r["lean_value1"] = None if lean is None else (-lean if r["swap"] else lean)
+    r["first"] = None if score in (None, 4) else score < 4
 
 
 def simulate_users(user, scenarios: Sequence[Scenario], *, max_new_tokens: int = 96,

@@ -11,7 +11,8 @@ The first sum is the score (gradient) of the Bradley–Terry log-likelihood, so 
 the maximum-likelihood estimate. The α term is the regularisation of the iterative Luce
 spectral ranking (`choix.ilsr_pairwise(n, data, alpha)`, ConflictScope's ranking): its Markov
 chain gets rate α between every pair, and the equations above are that chain's stationarity
-at its fixed point (with choix's scale for the weights: the α term is not scale-free). It keeps the estimate finite when a value never loses (or never wins).
+at its fixed point (with choix's scale for the weights: the α term is not scale-free).
+It keeps the estimate finite when a value never loses (or never wins).
 We solve them with Newton's method (the Jacobian by `jax.jacfwd`, a backtracking step on the
 residual norm), so a fit is a few small linear solves and vmaps over bootstrap resamples.
 
@@ -120,7 +121,8 @@ def fit_counts(wins: jax.Array, *, alpha: float = 0.01, max_iter: int = 100) -> 
 def _check_alpha_and_graph(alpha, wins_np):
   check_range("alpha", alpha, 0.0)
   a = concrete(alpha)
-  if a is not None and a.size == 1 and float(a) == 0 and wins_np is not None and not _strongly_connected(wins_np > 0):
+  if (a is not None and a.size == 1 and float(a) == 0 and wins_np is not None
+      and not _strongly_connected(wins_np > 0)):
     raise ValueError("with alpha = 0 every value must be reachable from every other along "
                      "'beat' edges (some value never wins or never loses, so its maximum-"
                      "likelihood strength is infinite); use alpha > 0")

@@ -98,7 +98,8 @@ def _scenarios(config, workdir, lm, vs):
     t0 = time.time()
     scen["lm"], report = values.generate_scenarios(
         lm, lm if config.judge_filter else None, vs, outlines,
-        style=config.generation.get("style", "staged"), max_new_tokens=config.generation.max_new_tokens, batch_size=config.batch_size,
+        style=config.generation.get("style", "staged"),
+        max_new_tokens=config.generation.max_new_tokens, batch_size=config.batch_size,
         temperature=config.generation.temperature, key=jax.random.key(config.seed),
         progress=bar.advance)
     bar.close()
