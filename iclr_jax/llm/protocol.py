@@ -201,13 +201,21 @@ def chat_batch(lm, conversations: Sequence[Sequence[Mapping[str, str]]], *,
       out += [tokenizer.decode(r) for r in lm.generate_ids(ids, key=k, **kwargs)]
     else:
       keys = [None if k is None else jax.random.fold_in(k, i) for i in range(len(chunk))]
+      # greedy calls pass only max_new_tokens, so a minimal `chat(messages, max_new_tokens=)`
+      # (a scripted LM) works too
+      sampling = {} if temperature == 0 and top_p == 1 else dict(temperature=temperature,
+                                                                 top_p=top_p)
+
+      def one(conv, key_):
+        extra = sampling if key_ is None else dict(sampling, key=key_)
+        return lm.chat(conv, max_new_tokens=max_new_tokens, **extra)
+
       if len(chunk) == 1:
-        out.append(lm.chat(chunk[0], key=keys[0], **kwargs))
+        out.append(one(chunk[0], keys[0]))
       else:
         from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
         with ThreadPoolExecutor(len(chunk)) as pool:
-          out += list(pool.map(lambda ck: lm.chat(ck[0], key=ck[1], **kwargs),
-                               zip(chunk, keys)))
+          out += list(pool.map(one, chunk, keys))
     if progress is not None:
       progress(len(out))
   return out

@@ -203,3 +203,9 @@ def test_chat_batch_equals_one_chat_per_conversation():
   assert batched == [lm.chat(c, max_new_tokens=5) for c in convs]
   with pytest.raises(ValueError, match="batch_size"):
     chat_batch(lm, convs, max_new_tokens=5, batch_size=0)
+
+  class Minimal:  # greedy calls need nothing beyond max_new_tokens
+    def chat(self, messages, *, max_new_tokens):
+      return messages[-1]["content"][:max_new_tokens]
+
+  assert chat_batch(Minimal(), convs, max_new_tokens=3, batch_size=2) == ["hi", "a l", "x"]
