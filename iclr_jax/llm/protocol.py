@@ -182,9 +182,8 @@ def chat_batch(lm, conversations: Sequence[Sequence[Mapping[str, str]]], *,
   progress: called with the number of conversations done after each batch.
   """
   check_generation(max_new_tokens, temperature, top_p)
-  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-      batch_size < 1):
-    raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+  from iclr_jax.checks import static_int  # pylint: disable=import-outside-toplevel
+  batch_size = static_int("batch_size", batch_size, low=1)
   convs = [check_messages(c) for c in conversations]
   if temperature > 0 and key is None:
     raise ValueError("key is required when temperature > 0 (sampling)")

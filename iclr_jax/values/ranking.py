@@ -187,12 +187,10 @@ def _bootstrap(key, c, num_values, alpha, num_resamples, level):
   n = c.shape[0]
   idx = jax.random.randint(key, (num_resamples, n), 0, n)
   counts = jax.vmap(lambda i: jnp.zeros(n, jnp.float32).at[i].add(1.0))(idx)
-  fit = lambda w: fit_counts(  # noqa: E731
-      jnp.zeros((num_values, num_values), jnp.float32).at[c[:, 0], c[:, 1]].add(w),
-      alpha=alpha)
-  bad = jnp.any((c < 0) | (c >= num_values)) | jnp.any(c[:, 0] == c[:, 1])
-  samples = jnp.where(bad, jnp.nan, jax.vmap(fit)(counts))
-  estimate = jnp.where(bad, jnp.nan, fit(jnp.ones(n, jnp.float32)))
+  # win_counts turns traced bad comparisons into NaN counts, so every fit is NaN then
+  fit = lambda w: fit_counts(win_counts(c, num_values, w), alpha=alpha)  # noqa: E731
+  samples = jax.vmap(fit)(counts)
+  estimate = fit(jnp.ones(n, jnp.float32))
   tail = (1.0 - level) / 2
   lower, upper = jnp.nanquantile(samples, jnp.stack([tail, 1.0 - tail]), axis=0)
   return BootstrapRanking(estimate, lower, upper, samples)

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from iclr_jax.checks import static_int
+
 from iclr_jax.values.value_sets import ValueSet
 
 HARMS = ("side_effect", "means")
@@ -60,8 +62,7 @@ def sample_outlines(value_set: ValueSet, num: int, *, seed: int) -> list[Outline
   pair's orientation a coin flip). Pair p gets kind (offset_p + pass) mod 4, with the
   offsets spread evenly: each pass holds every kind equally often (up to one), and four
   passes give every pair every kind once."""
-  if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1:
-    raise ValueError(f"num must be an int >= 1, got {num!r}")
+  num = static_int("num", num, low=1)
   rng = np.random.default_rng(seed)
   pairs = list(itertools.combinations(range(len(value_set)), 2))
   offsets = rng.permutation(len(pairs)) % len(KINDS)

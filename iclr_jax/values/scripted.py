@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from iclr_jax.checks import check_range
 from iclr_jax.llm.protocol import check_messages
 from iclr_jax.values.scenarios import Scenario
 
@@ -33,8 +34,7 @@ class ScriptedTarget:
   def __init__(self, scenarios: Sequence[Scenario], scores: Sequence[float], *,
                first_bias: float = 0.0, seed: int = 0):
     self.scores = np.asarray(scores, np.float64)
-    if not 0.0 <= first_bias <= 1.0:
-      raise ValueError(f"first_bias must lie in [0, 1], got {first_bias}")
+    check_range("first_bias", first_bias, 0.0, 1.0)
     self.first_bias = first_bias
     self._rng = np.random.default_rng(seed)
     self._value_of = {}

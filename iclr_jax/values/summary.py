@@ -16,12 +16,12 @@ def group_share(comparisons, value_set: ValueSet, *, group: str = "personal",
                 other: str = "protective") -> tuple[float, int]:
   """(share won by a `group` value, count) over comparisons between a `group` and an
   `other` value; (NaN, 0) when there is none."""
-  g = {i for i, v in enumerate(value_set.values) if v.group == group}
-  o = {i for i, v in enumerate(value_set.values) if v.group == other}
-  c = np.asarray(comparisons).reshape(-1, 2)
-  mixed = [(int(w) in g) for w, l_ in c if {int(w), int(l_)} & g and {int(w), int(l_)} & o
-           and not ({int(w), int(l_)} <= g or {int(w), int(l_)} <= o)]
-  return (float(np.mean(mixed)) if mixed else float("nan")), len(mixed)
+  groups = np.array([v.group for v in value_set.values])
+  c = np.asarray(comparisons, int).reshape(-1, 2)
+  winner, loser = groups[c[:, 0]], groups[c[:, 1]]
+  mixed = ((winner == group) & (loser == other)) | ((winner == other) & (loser == group))
+  won = winner[mixed] == group
+  return (float(won.mean()) if won.size else float("nan")), int(won.size)
 
 
 def summarize(comparisons, value_set: ValueSet, *, key: jax.Array,
