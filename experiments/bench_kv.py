@@ -24,7 +24,7 @@ from absl import app, flags
 
 from iclr_jax import kv
 from iclr_jax.lm.sampling import decode_with_cache
-from iclr_jax.nn import eviction as E
+from iclr_jax.recipes.kv import evicted_lm as E
 from iclr_jax.nn.lora import merge_lora
 from iclr_jax.recipes.kv.lookahead_training import init_trainable
 from iclr_jax.train import cli

@@ -6,8 +6,8 @@
 
 Scorers are pure functions of a layer's rotated queries and cache keys (`scores`); eviction
 keeps the top entries per head at fixed shapes (`evict`); a model decodes from the
-compacted `nn.kv_cache.KVCache` as from a full one (`nn.eviction.decode_evicted`).
-LookaheadKV: the loss here (`lookahead_kl`), the lookahead pass in `nn.eviction`.
+compacted `nn.kv_cache.KVCache` as from a full one (`recipes.kv.evicted_lm.decode_evicted`).
+LookaheadKV: the loss here (`lookahead_kl`), the lookahead pass in `recipes.kv.evicted_lm`.
 """
 
 from iclr_jax.kv.evict import check_budget, compact_cache, compact_layer, keep_indices

@@ -1,4 +1,4 @@
-"""LookaheadKV's training objective (the model-side lookahead pass is `nn.eviction`).
+"""LookaheadKV's training objective (the model-side lookahead pass is `recipes.kv.evicted_lm`).
 
 LookaheadKV learns n soft lookahead embeddings (and a LoRA used only by them) so that their
 attention on the prompt, averaged over the n lookahead queries, predicts the attention the

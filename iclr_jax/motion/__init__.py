@@ -21,7 +21,7 @@ from iclr_jax.motion.skeleton import (BONE_LENGTHS, JOINT_NAMES, KINEMATIC_CHAIN
                                       PARENTS, RAW_OFFSETS, TARGET_OFFSETS, bone_offsets,
                                       facing_direction, forward_kinematics,
                                       inverse_kinematics)
-from iclr_jax.motion.wavelet import haar_dwt, haar_idwt
+from iclr_jax.wavelet import haar_dwt, haar_idwt
 
 __all__ = [
     "BONE_LENGTHS", "CAMERA_FEATURE_DIM", "FEATURE_DIM", "JOINT_NAMES", "KINEMATIC_CHAIN",

@@ -7,7 +7,7 @@
 
 `decoder_lm` builds the shared transformer LM from a model spec (a mapping with d_model,
 num_layers, num_heads, mlp_ratio, norm, attention, attention_options, tie_embeddings, dtype).
-`decode` samples from a DecoderLM's parameters with its KV cache (`nn.eviction`: from a
+`decode` samples from a DecoderLM's parameters with its KV cache (`recipes.kv.evicted_lm`: from a
 cache evicted to a budget after prefill); `frozen_backbone` gives the
 DecoderLM as functions of input embeddings (what `iclr_jax.memory` builds on).
 """

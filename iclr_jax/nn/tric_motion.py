@@ -2,12 +2,12 @@
 motion's joints, fused by learned scores, conditioned on text by cross-attention; a
 counterfactual disentangler adds a second read-out during training.
 
-Tokens: the 263 features regrouped per joint (`motion.layout.joint_tensor`, [T, 22, 12]),
-`patch` frames per token, projected to d: a grid [T', 22, d] with a 2-D sinusoidal position
-(half the channels for time, half for the joint), behind one timestep token per joint
-(time index 0). Each block, pre-norm and residual:
+Tokens: the features regrouped per joint by a `JointLayout` (for HumanML3D's 263 features,
+[T, 22, 12]), `patch` frames per token, projected to d: a grid [T', J, d] with a 2-D
+sinusoidal position (half the channels for time, half for the joint), behind one timestep
+token per joint (time index 0). Each block, pre-norm and residual:
 - spatial: `gcn_layers` graph convolutions h ← h + GELU(Â h W) over the joints of each
-  frame, Â the skeleton's normalised adjacency;
+  frame, Â the layout's normalised adjacency;
 - temporal: self-attention along time for each joint (padding masked);
 - frequency: a one-level 2-D Haar transform over (time, joints); the low-low band goes
   through an FFT along time, a squeeze-excitation gate on its magnitudes and the inverse FFT
@@ -27,18 +27,30 @@ disentangler's place and loss) are this implementation's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
-from iclr_jax.motion.layout import JOINT_CHANNELS, features_of, joint_tensor, \
-    normalized_adjacency
-from iclr_jax.motion.wavelet import haar_dwt, haar_idwt
+from iclr_jax.wavelet import haar_dwt, haar_idwt
 from iclr_jax.nn.dit import timestep_embedding
 from iclr_jax.nn.motion_transformer import TimeEmbedding
 from iclr_jax.nn.transformer import MLP, SelfAttention
 
 DOMAINS = ("spatial", "temporal", "frequency")
+
+
+class JointLayout(NamedTuple):
+  """How a motion's feature vectors map to a grid of joints: `to_joints` [b, T, F] ->
+  [b, T, J, channels] and its exact inverse `from_joints`, with the skeleton's normalised
+  adjacency [J, J] (e.g. `motion.layout`'s for HumanML3D, which the motion recipes pass)."""
+  to_joints: Callable[[jax.Array], jax.Array]
+  from_joints: Callable[[jax.Array], jax.Array]
+  adjacency: np.ndarray
+  channels: int
 
 
 def grid_position_encoding(frames: int, joints: int, dim: int) -> jax.Array:
@@ -70,8 +82,8 @@ def _pool(h: jax.Array, valid: jax.Array) -> jax.Array:
 
 class SpatialGCN(nnx.Module):
 
-  def __init__(self, dim: int, layers: int, *, rngs: nnx.Rngs):
-    self.adjacency = nnx.Variable(jnp.asarray(normalized_adjacency()))
+  def __init__(self, dim: int, layers: int, adjacency: np.ndarray, *, rngs: nnx.Rngs):
+    self.adjacency = nnx.Variable(jnp.asarray(adjacency, jnp.float32))
     self.linears = nnx.List([nnx.Linear(dim, dim, rngs=rngs) for _ in range(layers)])
 
   def __call__(self, h):
@@ -90,7 +102,7 @@ class FrequencyModule(nnx.Module):
 
   def __call__(self, h):
     """h [b, T', J, d] (padding zeroed) -> same shape."""
-    frames = h.shape[1]
+    frames, joints = h.shape[1:3]
     low, high_t = haar_dwt(h, axis=1)
     ll, lh = haar_dwt(low, axis=2)
     hl, hh = haar_dwt(high_t, axis=2)
@@ -103,7 +115,7 @@ class FrequencyModule(nnx.Module):
     lh, hl, hh = (conv(band) for conv, band in zip(self.high, (lh, hl, hh)))
     out = haar_idwt(haar_idwt(ll.astype(h.dtype), lh, axis=2),
                     haar_idwt(hl, hh, axis=2), axis=1)
-    return out[:, :frames]
+    return out[:, :frames, :joints]  # an odd length comes back one longer
 
 
 class CrossAttention(nnx.Module):
@@ -142,12 +154,13 @@ class Disentangler(nnx.Module):
 
 class TriCBlock(nnx.Module):
 
-  def __init__(self, dim: int, cond_dim: int, num_heads: int, *, gcn_layers: int,
-               domains: tuple[str, ...], fusion_scores: bool, rngs: nnx.Rngs,
-               mlp_ratio: float = 2.0):
+  def __init__(self, dim: int, cond_dim: int, num_heads: int, *, adjacency: np.ndarray,
+               gcn_layers: int, domains: tuple[str, ...], fusion_scores: bool,
+               rngs: nnx.Rngs, mlp_ratio: float = 2.0):
     self.domains, self.fusion_scores = tuple(domains), fusion_scores
     self.norm = nnx.LayerNorm(dim, rngs=rngs)
-    self.spatial = SpatialGCN(dim, gcn_layers, rngs=rngs) if "spatial" in domains else None
+    self.spatial = (SpatialGCN(dim, gcn_layers, adjacency, rngs=rngs)
+                    if "spatial" in domains else None)
     self.temporal = SelfAttention(dim, num_heads, attention="softmax", causal=False,
                                   rngs=rngs) if "temporal" in domains else None
     self.frequency = FrequencyModule(dim, rngs=rngs) if "frequency" in domains else None
@@ -203,35 +216,41 @@ class TriCBlock(nnx.Module):
 
 
 class TriCMotion(nnx.Module):
-  """x_t [b, T, 263], t [b], text states [b, L, cond_dim] with lengths, frame lengths [b]
-  -> x̂_0 [b, T, 263]; with `counterfactual=True` also the disentangled read-out."""
+  """x_t [b, T, F], t [b], text states [b, L, cond_dim] with lengths, frame lengths [b]
+  -> x̂_0 [b, T, F]; with `counterfactual=True` also the disentangled read-out. `layout`
+  maps the F features to joints."""
 
-  def __init__(self, *, cond_dim: int, d_model: int, num_blocks: int, num_heads: int,
-               rngs: nnx.Rngs, patch: int = 4, gcn_layers: int = 3,
+  def __init__(self, *, layout: JointLayout, cond_dim: int, d_model: int, num_blocks: int,
+               num_heads: int, rngs: nnx.Rngs, patch: int = 4, gcn_layers: int = 3,
                domains: tuple[str, ...] = DOMAINS, fusion_scores: bool = True,
                mlp_ratio: float = 2.0):
     unknown = set(domains) - set(DOMAINS)
     if not domains or unknown:
       raise ValueError(f"domains must be a non-empty subset of {DOMAINS}, got {domains!r}")
-    self.patch, self.d_model = int(patch), d_model
-    self.inp = nnx.Linear(self.patch * JOINT_CHANNELS, d_model, rngs=rngs)
+    adjacency = np.asarray(layout.adjacency)
+    if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
+      raise ValueError(f"layout.adjacency must be square [J, J], got shape {adjacency.shape}")
+    self.to_joints, self.from_joints = layout.to_joints, layout.from_joints
+    self.patch, self.d_model, self.channels = int(patch), d_model, int(layout.channels)
+    self.inp = nnx.Linear(self.patch * self.channels, d_model, rngs=rngs)
     self.time = TimeEmbedding(d_model, rngs=rngs)
     self.blocks = nnx.List([
-        TriCBlock(d_model, cond_dim, num_heads, gcn_layers=gcn_layers, domains=domains,
-                  fusion_scores=fusion_scores, rngs=rngs, mlp_ratio=mlp_ratio)
+        TriCBlock(d_model, cond_dim, num_heads, adjacency=adjacency, gcn_layers=gcn_layers,
+                  domains=domains, fusion_scores=fusion_scores, rngs=rngs,
+                  mlp_ratio=mlp_ratio)
         for _ in range(num_blocks)])
     self.norm = nnx.LayerNorm(d_model, rngs=rngs)
-    self.out = nnx.Linear(d_model, self.patch * JOINT_CHANNELS, rngs=rngs)
+    self.out = nnx.Linear(d_model, self.patch * self.channels, rngs=rngs)
 
   def _tokens(self, x, t):
     b, frames = x.shape[:2]
     if frames < self.patch:
       raise ValueError(f"a motion needs at least patch={self.patch} frames, got {frames}")
-    j = joint_tensor(x)  # [b, T, 22, 12]
+    j = self.to_joints(x)  # [b, T, J, C]
     pad = -frames % self.patch
     j = jnp.pad(j, ((0, 0), (0, pad), (0, 0), (0, 0)))
     steps = j.shape[1] // self.patch
-    j = j.reshape(b, steps, self.patch, j.shape[2], JOINT_CHANNELS).transpose(0, 1, 3, 2, 4)
+    j = j.reshape(b, steps, self.patch, j.shape[2], self.channels).transpose(0, 1, 3, 2, 4)
     h = self.inp(j.reshape(b, steps, j.shape[2], -1))
     h = h + grid_position_encoding(steps, h.shape[2], self.d_model).astype(h.dtype)
     time = jnp.broadcast_to(self.time(t)[:, None, None], (b, 1, h.shape[2], self.d_model))
@@ -239,9 +258,9 @@ class TriCMotion(nnx.Module):
 
   def _read(self, h, frames):
     b, s, joints, _ = h.shape
-    y = self.out(self.norm(h[:, 1:])).reshape(b, s - 1, joints, self.patch, JOINT_CHANNELS)
-    y = y.transpose(0, 1, 3, 2, 4).reshape(b, (s - 1) * self.patch, joints, JOINT_CHANNELS)
-    return features_of(y[:, :frames])
+    y = self.out(self.norm(h[:, 1:])).reshape(b, s - 1, joints, self.patch, self.channels)
+    y = y.transpose(0, 1, 3, 2, 4).reshape(b, (s - 1) * self.patch, joints, self.channels)
+    return self.from_joints(y[:, :frames])
 
   def __call__(self, x, t, text, text_lengths, lengths, *, counterfactual: bool = False):
     frames = x.shape[1]

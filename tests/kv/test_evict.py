@@ -13,7 +13,7 @@ from flax import nnx
 from iclr_jax import kv
 from iclr_jax.lm import sampling
 from iclr_jax.nn import DecoderLM, kv_cache
-from iclr_jax.nn.eviction import decode_evicted
+from iclr_jax.recipes.kv.evicted_lm import decode_evicted
 from iclr_jax.nn.functional import decode, model_functions
 
 B, K, D, T = 2, 2, 8, 16

@@ -12,7 +12,7 @@ from flax import nnx
 
 from iclr_jax import kv
 from iclr_jax.nn import DecoderLM
-from iclr_jax.nn import eviction as E
+from iclr_jax.recipes.kv import evicted_lm as E
 from iclr_jax.nn.functional import model_functions
 from iclr_jax.nn.lora import init_lora
 

@@ -9,7 +9,7 @@ import pywt
 from scipy import linalg
 
 from iclr_jax.motion import metrics as M
-from iclr_jax.motion.wavelet import haar_dwt, haar_idwt
+from iclr_jax.wavelet import haar_dwt, haar_idwt
 
 
 @pytest.mark.parametrize("shape,axis", [((16,), 0), ((3, 17, 5), 1), ((4, 6, 9), -1),

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from iclr_jax.nn.tric_motion import FrequencyModule, TriCMotion, grid_position_encoding
+from iclr_jax.nn.tric_motion import FrequencyModule, JointLayout, TriCMotion, \
+    grid_position_encoding
+from iclr_jax.recipes.motion.models import HUMANML3D_JOINTS
 
 
 def test_frequency_module_is_identity_with_open_gate_and_identity_convs(rng):
@@ -20,8 +22,8 @@ def test_frequency_module_is_identity_with_open_gate_and_identity_convs(rng):
     kernel[1, 1] = 1.0
     conv.kernel[...] = jnp.asarray(kernel)
     conv.bias[...] = jnp.zeros_like(conv.bias[...])
-  for frames in (12, 13):  # even and odd numbers of time steps
-    h = rng.normal(size=(2, frames, 22, 8)).astype(np.float32)
+  for frames, joints in ((12, 22), (13, 22), (12, 5)):  # even and odd numbers of steps
+    h = rng.normal(size=(2, frames, joints, 8)).astype(np.float32)
     np.testing.assert_allclose(m(jnp.asarray(h)), h, atol=2e-5)
 
 
@@ -40,7 +42,8 @@ def _inputs(rng):
 
 def test_padding_counterfactual_and_ablations(rng):
   x, t, text, tl, fl = _inputs(rng)
-  model = TriCMotion(cond_dim=16, d_model=16, num_blocks=2, num_heads=2, rngs=nnx.Rngs(0))
+  model = TriCMotion(layout=HUMANML3D_JOINTS, cond_dim=16, d_model=16, num_blocks=2,
+                     num_heads=2, rngs=nnx.Rngs(0))
   out = model(x, t, text, tl, fl)
   assert out.shape == (2, 22, 263) and np.isfinite(out).all()
   x2, text2 = x.copy(), text.copy()
@@ -54,11 +57,27 @@ def test_padding_counterfactual_and_ablations(rng):
   assert np.abs(np.asarray(disentangled - out)).max() > 1e-4
   for kwargs in (dict(domains=("temporal",)), dict(domains=("spatial", "frequency")),
                  dict(fusion_scores=False)):
-    variant = TriCMotion(cond_dim=16, d_model=16, num_blocks=1, num_heads=2,
-                         rngs=nnx.Rngs(1), **kwargs)
+    variant = TriCMotion(layout=HUMANML3D_JOINTS, cond_dim=16, d_model=16, num_blocks=1,
+                         num_heads=2, rngs=nnx.Rngs(1), **kwargs)
     assert np.isfinite(variant(x, t, text, tl, fl)).all()
   with pytest.raises(ValueError, match="at least patch=4 frames"):
     model(x[:, :3], t, text, tl, jnp.array([3, 3]))
   with pytest.raises(ValueError, match="domains must be a non-empty subset"):
-    TriCMotion(cond_dim=16, d_model=16, num_blocks=1, num_heads=2, rngs=nnx.Rngs(0),
-               domains=("audio",))
+    TriCMotion(layout=HUMANML3D_JOINTS, cond_dim=16, d_model=16, num_blocks=1, num_heads=2,
+               rngs=nnx.Rngs(0), domains=("audio",))
+  with pytest.raises(ValueError, match=r"layout.adjacency must be square \[J, J\]"):
+    TriCMotion(layout=HUMANML3D_JOINTS._replace(adjacency=np.ones((22, 21))), cond_dim=16,
+               d_model=16, num_blocks=1, num_heads=2, rngs=nnx.Rngs(0))
+
+
+def test_any_joint_layout_is_accepted(rng):
+  # a toy skeleton of 3 joints in a chain, 2 channels each, features laid out joint-major
+  chain = np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]], np.float32)
+  layout = JointLayout(lambda x: x.reshape(*x.shape[:-1], 3, 2),
+                       lambda j: j.reshape(*j.shape[:-2], 6), chain / 3.0, 2)
+  model = TriCMotion(layout=layout, cond_dim=4, d_model=8, num_blocks=1, num_heads=2,
+                     rngs=nnx.Rngs(0))
+  x = rng.normal(size=(2, 9, 6)).astype(np.float32)
+  out = model(x, jnp.array([1, 2]), rng.normal(size=(2, 3, 4)).astype(np.float32),
+              jnp.array([3, 2]), jnp.array([9, 5]))
+  assert out.shape == (2, 9, 6) and np.isfinite(out).all()

@@ -1,10 +1,10 @@
 """LookaheadKV training on a frozen pretrained LM (host-side orchestration).
 
 Targets: for every training prompt, the attention its full-cache greedy response puts on
-the prompt, per layer and query head (`nn.eviction.response_attention`), computed once.
+the prompt, per layer and query head (`recipes.kv.evicted_lm.response_attention`), computed once.
 Trainables: n lookahead rows (drawn like vocabulary rows: per-coordinate mean and std of
 the embedding table) and a LoRA on every layer's attention and MLP kernels, used only by the
-lookahead tokens. Adam (`train.state.make_optimizer`) on `nn.eviction.lookahead_loss`
+lookahead tokens. Adam (`train.state.make_optimizer`) on `recipes.kv.evicted_lm.lookahead_loss`
 through `train.loop.train_loop`, so a killed run resumes from its last checkpoint. The
 frozen weights are an argument of the jitted step, never a constant in it.
 """
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr_jax.nn import eviction as E
+from iclr_jax.recipes.kv import evicted_lm as E
 from iclr_jax.nn.lora import init_lora, lora_num_params
 from iclr_jax.train import loop
 from iclr_jax.train import state as state_lib

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from iclr_jax import kv
 from iclr_jax.lm.sampling import decode_with_cache
-from iclr_jax.nn import eviction as E
+from iclr_jax.recipes.kv import evicted_lm as E
 from iclr_jax.nn import kv_cache
 from iclr_jax.nn.lora import merge_lora
 

@@ -9,7 +9,12 @@ from flax import nnx
 
 from iclr_jax.nn.functional import ModelFunctions, model_functions
 from iclr_jax.nn.motion_transformer import MotionTransformer, TextToMotion
-from iclr_jax.nn.tric_motion import DOMAINS, TriCMotion
+from iclr_jax.motion.layout import JOINT_CHANNELS, features_of, joint_tensor, \
+    normalized_adjacency
+from iclr_jax.nn.tric_motion import DOMAINS, JointLayout, TriCMotion
+
+HUMANML3D_JOINTS = JointLayout(joint_tensor, features_of, normalized_adjacency(),
+                               JOINT_CHANNELS)
 
 
 class Variant(NamedTuple):
@@ -20,7 +25,7 @@ class Variant(NamedTuple):
 def _tric(**overrides):
   def build(config, cond_dim, rngs):
     c = config.tric
-    kwargs = dict(cond_dim=cond_dim, d_model=c.d_model, num_blocks=c.num_blocks,
+    kwargs = dict(layout=HUMANML3D_JOINTS, cond_dim=cond_dim, d_model=c.d_model, num_blocks=c.num_blocks,
                   num_heads=c.num_heads, patch=c.patch, gcn_layers=c.gcn_layers,
                   mlp_ratio=c.mlp_ratio, rngs=rngs)
     return TriCMotion(**{**kwargs, **overrides})
