@@ -11,8 +11,6 @@ Smoke (seconds):
   python experiments/train.py --config=configs/constraints/probhard_e2e.py:smoke --workdir=/tmp/ph
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 LINEAR = ["unconstrained", "unconstrained_nll", "inference_projection", "probconserv",
@@ -39,9 +37,7 @@ def _hierarchy(log, train_hierarchies=256, test_hierarchies=32):
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/constraints/probhard_e2e.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "probhard_e2e"
+  c, smoke = common.new_config("configs/constraints/probhard_e2e.py", arg, "probhard_e2e")
   c.seeds = 3
   c.steps = 1500
   c.batch_size = 256

@@ -9,17 +9,13 @@ Smoke (a random 2-layer model with SmolLM2's tokenizer; scores mean nothing):
   python experiments/train.py --config=configs/kv/lookahead_kv.py:smoke --workdir=/tmp/lkv
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 SCORERS = ("snapkv", "pyramidkv", "h2o", "streaming", "random", "oracle", "draft", "lookahead")
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/kv/lookahead_kv.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "kv_eviction"
+  c, smoke = common.new_config("configs/kv/lookahead_kv.py", arg, "kv_eviction")
   c.model = "smollm2-135m-instruct"
   c.dtype = "float32"
   c.random_model_sizes = {}

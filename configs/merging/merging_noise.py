@@ -9,15 +9,11 @@ Smoke (seconds):
   python experiments/train.py --config=configs/merging/merging_noise.py:smoke --workdir=/tmp/mn
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/merging/merging_noise.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "merging_noise"
+  c, smoke = common.new_config("configs/merging/merging_noise.py", arg, "merging_noise")
   c.models = ["mlp", "mlp_ln", "cnn", "cnn_ln"]
   c.knobs = ["lr", "batch_size", "momentum", "weight_decay", "augment"]
   c.independent = True  # the alignment baseline (weight matching vs none)

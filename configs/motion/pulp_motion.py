@@ -11,15 +11,11 @@ Smoke (seconds; numbers mean nothing):
   python experiments/train.py --config=configs/motion/pulp_motion.py:smoke --workdir=/tmp/pulp
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/motion/pulp_motion.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "pulp_motion"
+  c, smoke = common.new_config("configs/motion/pulp_motion.py", arg, "pulp_motion")
   c.seed = 0
   c.variants = ("pulp", "pulp_mar", "no_framing", "separate")
   c.aux_weights = (0.0, 0.5, 1.0)

@@ -13,8 +13,6 @@ Smoke (seconds; numbers mean nothing):
   python experiments/train.py --config=configs/motion/text_to_motion.py:smoke --workdir=/tmp/t2m
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 MODELS = ("tric", "tric_no_spatial", "tric_no_temporal", "tric_no_frequency",
@@ -22,9 +20,7 @@ MODELS = ("tric", "tric_no_spatial", "tric_no_temporal", "tric_no_frequency",
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/motion/text_to_motion.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "text_to_motion"
+  c, smoke = common.new_config("configs/motion/text_to_motion.py", arg, "text_to_motion")
   c.seed = 0
   c.models = MODELS
   # CPU protocol: motions of at most 120 frames (6 s; HumanML3D's go to 196), batch 16,

@@ -9,8 +9,6 @@ Smoke (seconds):
   python experiments/train.py --config=configs/pgest/gradient_estimators.py:smoke --workdir=/tmp/pg1
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 GAMMAS = [1e-3, 1e-2, 1.0, 1e2, 1e4, 1e6, 1e8]  # Suh et al. needed 5e-3 … 1e8 across tasks
@@ -22,9 +20,7 @@ def _task(sigma, lr, iterations, reference_samples, sample_sizes=(1000, 10), cs=
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/pgest/gradient_estimators.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "gradient_estimators"
+  c, smoke = common.new_config("configs/pgest/gradient_estimators.py", arg, "gradient_estimators")
   c.seeds = 3
   c.families = ["zeroth", "first", "aobg", "bc", "ddcg"]
   c.cs = [0.1, 0.3, 0.5, 0.7, 0.9]  # DDCG's c; 0.3 is the default the comparisons use

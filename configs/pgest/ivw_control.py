@@ -10,15 +10,11 @@ Smoke (seconds):
   python experiments/train.py --config=configs/pgest/ivw_control.py:smoke --workdir=/tmp/ivw
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/pgest/ivw_control.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "ivw_control"
+  c, smoke = common.new_config("configs/pgest/ivw_control.py", arg, "ivw_control")
   c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed"]
   c.fixed_alpha = 0.5
   # per task: horizons (steps) and the policy's exploration noise σ (paddle acceleration,

@@ -8,15 +8,11 @@ Smoke (a random 2-layer model with SmolLM2's tokenizer; scores mean nothing):
   python experiments/train.py --config=configs/prompt_opt/gepa.py:smoke --workdir=/tmp/gepa
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/prompt_opt/gepa.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "gepa"
+  c, smoke = common.new_config("configs/prompt_opt/gepa.py", arg, "gepa")
   c.model = "smollm2-135m-instruct"
   c.dtype = "float32"
   c.random_model_sizes = {}

@@ -8,15 +8,11 @@ Smoke (seconds; numbers mean nothing):
   python experiments/train.py --config=configs/recon/stream3r.py:smoke --workdir=/tmp/s3r
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/recon/stream3r.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "stream3r"
+  c, smoke = common.new_config("configs/recon/stream3r.py", arg, "stream3r")
   c.seed = 0
   c.variants = ("causal", "window", "full", "recurrent")
   c.window = 5

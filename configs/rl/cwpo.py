@@ -7,17 +7,13 @@ Smoke (seconds):
   python experiments/train.py --config=configs/rl/cwpo.py:smoke --workdir=/tmp/cwpo
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 from iclr_jax.recipes.rl.cwpo import VARIANTS
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/rl/cwpo.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "cwpo"
+  c, smoke = common.new_config("configs/rl/cwpo.py", arg, "cwpo")
   c.seeds = 3
   c.variants = list(VARIANTS)
   c.task = dict(prompt_vocab=16, response_vocab=16, prompt_len=4, max_len=6, reward_rank=2,

@@ -9,15 +9,11 @@ Smoke (seconds):
   python experiments/train.py --config=configs/rl/gvpo_coder.py:smoke --workdir=/tmp/gvpo
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/rl/gvpo_coder.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "gvpo_coder"
+  c, smoke = common.new_config("configs/rl/gvpo_coder.py", arg, "gvpo_coder")
   c.seed = 0
   # grpo, dr_grpo, rloo, gvpo (b = 0.2) or gvpo_b<b>; comma-separated.
   c.estimators = "grpo,dr_grpo,rloo,gvpo_b0.1,gvpo_b0.2,gvpo_b0.4"

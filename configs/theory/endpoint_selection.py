@@ -9,15 +9,11 @@ Smoke (seconds):
   python experiments/train.py --config=configs/theory/endpoint_selection.py:smoke --workdir=/tmp/esp
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/theory/endpoint_selection.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "endpoint_selection"
+  c, smoke = common.new_config("configs/theory/endpoint_selection.py", arg, "endpoint_selection")
   c.seed = 0
   c.sizes = [4, 6, 8, 10, 12]
   c.families = ["complete", "tournament", "dag", "digraph", "reversals"]

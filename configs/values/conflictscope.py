@@ -11,15 +11,11 @@ scripted rows are exact):
   python experiments/train.py --config=configs/values/conflictscope.py:smoke --workdir=/tmp/cs
 """
 
-import ml_collections
-
 from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  smoke = common.check_arg("configs/values/conflictscope.py", arg)
-  c = ml_collections.ConfigDict()
-  c.experiment = "conflictscope"
+  c, smoke = common.new_config("configs/values/conflictscope.py", arg, "conflictscope")
   c.model = "smollm2-135m-instruct"
   c.dtype = "float32"
   c.random_model_sizes = {}

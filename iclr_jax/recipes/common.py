@@ -28,6 +28,27 @@ def config_variant(config_path: str, arg: str | None, variants: tuple[str, ...] 
   return arg or ""
 
 
+def new_config(config_path: str, arg: str | None, experiment: str):
+  """(ConfigDict with `experiment` set, whether `arg` is 'smoke'): the start of a config's
+  `get_config(arg)`; a ValueError for an argument other than '' or 'smoke'."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  smoke = check_arg(config_path, arg)
+  c = ml_collections.ConfigDict()
+  c.experiment = experiment
+  return c, smoke
+
+
+def open_study(config, workdir: str, *, key: tuple[str, ...], check=None):
+  """The start of a study recipe: `check(config)` if given, the workdir with its
+  `config.json`, and the `train.study.Study` of the units already done there."""
+  from iclr_jax.train.loop import prepare_workdir  # pylint: disable=import-outside-toplevel
+  from iclr_jax.train.study import Study  # pylint: disable=import-outside-toplevel
+  if check is not None:
+    check(config)
+  prepare_workdir(workdir, config)
+  return Study(workdir, key=key)
+
+
 def mesh(*, param_sharding: str = "replicated") -> dict[str, Any]:
   """The mesh section: every device on the 'data' axis; 'fsdp' shards parameters."""
   return dict(data=-1, model=1, param_sharding=param_sharding)

@@ -13,7 +13,6 @@ after the last finished unit), table.md / table.json, summary.json, bands.png.
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import jax
@@ -22,9 +21,9 @@ from absl import logging
 
 from iclr_jax.datasets import hierarchy, pdes
 from iclr_jax.errors import ConfigError
+from iclr_jax.recipes import common
 from iclr_jax.recipes.constraints import dppl_training as T
 from iclr_jax.recipes.constraints import probhard_report
-from iclr_jax.train.study import Study
 
 
 def _pde_task(name, d) -> T.Task:
@@ -96,9 +95,7 @@ def _unit(config, task, fns, name, d, model_name, seed):
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the tables, summary and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("dataset", "model", "seed"))
+  study = common.open_study(config, workdir, key=("dataset", "model", "seed"), check=_check_config)
   start = time.time()
   for name, d in config.datasets.items():
     models = sorted({T.EVALUATIONS[e].model for e in d.evaluations})

@@ -31,7 +31,6 @@ from iclr_jax.recipes import common
 from iclr_jax.recipes.kv import eviction_report
 from iclr_jax.recipes.kv import lookahead_training as T
 from iclr_jax.recipes.kv import scoring as S
-from iclr_jax.train.study import Study
 
 SCORERS = S.PROMPT_SCORERS + S.RESPONSE_SCORERS + ("lookahead",)
 
@@ -126,12 +125,15 @@ def _evaluate(lm, config, tasks, ids, responses, trainable):
   return acc, budgets
 
 
-def train_and_evaluate(config, workdir: str):
+def _check_config(config):
   unknown = [s for s in config.scorers if s not in SCORERS]
   if unknown:
     raise ConfigError(f"config.scorers: {unknown} not in {list(SCORERS)}")
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("scorer", "budget", "seed"))
+
+
+def train_and_evaluate(config, workdir: str):
+  study = common.open_study(config, workdir, key=("scorer", "budget", "seed"),
+                            check=_check_config)
   lm = common.language_model(config)
   start = time.time()
   if not study.done(scorer=config.scorers[0], budget=str(config.budgets[0]), seed=0):

@@ -38,7 +38,6 @@ from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import tokmem_report
 from iclr_jax.recipes.memory.runner import Runner
-from iclr_jax.train.study import Study
 
 
 def base_config(smoke: bool) -> ml_collections.ConfigDict:
@@ -143,9 +142,8 @@ def _score_subset(runner, seen, part, bank, ids):
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the tables, summary and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("experiment", "scale", "method", "seed"))
+  study = common.open_study(config, workdir, key=("experiment", "scale", "method", "seed"),
+                            check=_check_config)
   lm = common.language_model(config)
   t = config.train
   runner = Runner(lm, batch_size=t.batch_size, eval_batch_size=config.eval_batch_size,

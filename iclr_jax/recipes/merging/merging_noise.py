@@ -22,7 +22,6 @@ gain_vs_noise.png.
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -34,8 +33,8 @@ from iclr_jax import merging
 from iclr_jax.datasets.images import load_mnist_5k
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.merging import nets, noise_report
+from iclr_jax.recipes import common
 from iclr_jax.train.loop import write_json
-from iclr_jax.train.study import Study
 
 KNOBS = ("lr", "batch_size", "momentum", "weight_decay", "augment")
 
@@ -172,9 +171,7 @@ def _run_unit(config, data, model: str, knob: str) -> list[dict]:
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing model × knob unit, then writes the table, summary and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("model", "knob"))
+  study = common.open_study(config, workdir, key=("model", "knob"), check=_check_config)
   data = load_mnist_5k(test_fraction=config.test_fraction, seed=config.split_seed,
                        max_train=config.get("max_train"))
   start = time.time()

@@ -18,7 +18,6 @@ alphas.png.
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import jax
@@ -29,7 +28,7 @@ from absl import logging
 from iclr_jax.envs import contact_tasks
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.pgest import optimise, pgest_report
-from iclr_jax.train.study import Study
+from iclr_jax.recipes import common
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,9 +96,7 @@ def _error_rows(config, name, t, family, reference):
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the tables, summary and figures."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("task", "n", "family"))
+  study = common.open_study(config, workdir, key=("task", "n", "family"), check=_check_config)
   start = time.time()
   for name, t in config.tasks.items():
     reference = None

@@ -33,8 +33,9 @@ from absl import logging
 from iclr_jax import pgest
 from iclr_jax.envs import contact_tasks
 from iclr_jax.errors import ConfigError
+from iclr_jax.recipes import common
 from iclr_jax.train.loop import write_json
-from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm
+from iclr_jax.train.study import figure, markdown_table, mean_std, pm
 
 WEIGHTINGS = {
     "ivw_h": lambda first, zero, c: pgest.ivw_h_alpha(first, zero),
@@ -167,9 +168,8 @@ def _report(workdir, rows, config) -> dict:
 
 def train_and_evaluate(config, workdir: str):
   """Trains every missing variant (all seeds at once), then writes the table and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("task", "horizon", "variant"))
+  study = common.open_study(config, workdir, key=("task", "horizon", "variant"),
+                            check=_check_config)
   seeds = jnp.arange(config.seeds)
   start = time.time()
   units = [(name, t, h, v) for name, t in config.tasks.items() for h in t.horizons

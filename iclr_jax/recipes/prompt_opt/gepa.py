@@ -35,7 +35,6 @@ from iclr_jax.prompt_opt.baselines import best_of_n, bootstrap_fewshot, lm_instr
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter
 from iclr_jax.prompt_opt.engine import pool_result
 from iclr_jax.recipes.prompt_opt import gepa_report, grpo_lora
-from iclr_jax.train.study import Study
 
 COMPONENT = "instruction"
 
@@ -157,9 +156,7 @@ def _unit(lm, task, method, seed, config, unit_dir):
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the table, summary and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("task", "method", "seed"))
+  study = common.open_study(config, workdir, key=("task", "method", "seed"), check=_check_config)
   lm = common.language_model(config)
   for name in config.tasks:
     task = _task(config, name)

@@ -15,7 +15,6 @@ resumes after the last finished unit), table.md / table.json, summary.json and e
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -26,7 +25,7 @@ from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.theory import esp_report
 from iclr_jax.recipes.theory.esp_training import Variant, graph_batch, train_esp
 from iclr_jax.theory import graphs, max_acyclic_subgraph
-from iclr_jax.train.study import Study
+from iclr_jax.recipes import common
 
 FAMILIES = {
     "complete": lambda n, i, key, c: graphs.complete_digraph(n),
@@ -96,9 +95,8 @@ def _rows(config, n, variant_name, variant, graph_list, key):
 
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the table, summary and figure."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("study", "size", "dim", "variant"))
+  study = common.open_study(config, workdir, key=("study", "size", "dim", "variant"),
+                            check=_check_config)
   key = jax.random.key(config.seed)
   units = [("graphs", n, None, v) for n in config.sizes for v in config.variants]
   sweep = config.dim_sweep

@@ -39,8 +39,9 @@ from absl import logging
 from iclr_jax.datasets.regression import REGRESSION_DATASETS, load_regression, split_indices
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.uq import paper_protocol
+from iclr_jax.recipes import common
 from iclr_jax.train.loop import write_json
-from iclr_jax.train.study import Study, figure, mean_std
+from iclr_jax.train.study import figure, mean_std
 from iclr_jax.uq import baselines, estimators, paper_models, tabular
 from iclr_jax.uq.clear import Band, ClearInputs, calibrate_clear, clear_interval
 from iclr_jax.uq.metrics import coverage_by_bin, equal_coverage_width, interval_metrics
@@ -267,9 +268,7 @@ def _units(config, workdir, todo):
 def train_and_evaluate(config, workdir: str):
   """Runs every missing dataset × seed × family unit (`config.workers` at a time), then
   writes the tables and summary."""
-  _check_config(config)
-  os.makedirs(workdir, exist_ok=True)
-  study = Study(workdir, key=("dataset", "seed", "family"))
+  study = common.open_study(config, workdir, key=("dataset", "seed", "family"), check=_check_config)
   start = time.time()
   todo = [(n, s, f) for n in config.datasets for s in _seeds(config) for f in config.families
           if not study.done(dataset=n, seed=s, family=f)]

@@ -32,7 +32,6 @@ from iclr_jax.recipes import common
 from iclr_jax.recipes.values import conflictscope_report
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.progress import Progress
-from iclr_jax.train.study import Study
 
 SOURCES = ("lm", "template")
 SETUPS = ("llm", "scripted", "scripted_llm_judge")
@@ -198,8 +197,8 @@ def _units(config, scenarios):
 def train_and_evaluate(config, workdir: str):
   """Runs every missing unit, then writes the table, summary and figure."""
   vs = values.load_value_set(config.value_set)
-  _check_config(config, vs)
-  os.makedirs(workdir, exist_ok=True)
+  study = common.open_study(config, workdir, key=STUDY_KEY,
+                            check=lambda c: _check_config(c, vs))
   lm = common.language_model(config)
   scenarios, reports = _scenarios(config, workdir, lm, vs)
   empty = [s for s in config.sources if not scenarios.get(s)]
@@ -208,7 +207,6 @@ def train_and_evaluate(config, workdir: str):
   if all(not scenarios.get(s) for s in config.sources):
     raise ValueError(f"no scenario survived in any source {tuple(config.sources)} "
                      f"(filter report: {reports}); nothing to rank")
-  study = Study(workdir, key=STUDY_KEY)
   ctx = dict(config=config, vs=vs, lm=lm, scenarios=scenarios, workdir=workdir)
   for unit in _units(config, scenarios):
     if not study.done(**dict(zip(study.key, unit))):
