@@ -122,6 +122,16 @@ def _specs() -> list[dict]:
   return specs
 
 
+def add_ratios(rows: list[dict]) -> None:
+  """Adds to each of our rows its prefill and decode throughput over llama.cpp's (batch 1,
+  same prompt length, same run), where llama.cpp was measured."""
+  peer = {r["prompt"]: r for r in rows if r["impl"] == "llama.cpp"}
+  for r in rows:
+    if r["impl"] != "llama.cpp" and r["prompt"] in peer:
+      for k in ("prefill", "decode"):
+        r[f"{k}_vs_llama_cpp"] = r[f"{k}_tok_s"] / peer[r["prompt"]][f"{k}_tok_s"]
+
+
 def main(argv):
   del argv
   if _ONE.value:
@@ -137,11 +147,17 @@ def main(argv):
       continue
     rows.append(json.loads(lines[-1][4:]))
     print(json.dumps(rows[-1]), flush=True)
+  add_ratios(rows)
   print(f"\n{'impl':>10} {'dtype':>10} {'batch':>6} {'prompt':>7} {'prefill tok/s':>14} "
-        f"{'decode tok/s':>13} {'peak RSS MB':>12}")
+        f"{'decode tok/s':>13} {'prefill ×':>10} {'decode ×':>9} {'peak RSS MB':>12}")
   for r in rows:
+    ratios = "".join(f"{r[k]:>10.2f}" if k in r else f"{'-':>10}"
+                     for k in ("prefill_vs_llama_cpp", "decode_vs_llama_cpp"))
     print(f"{r['impl']:>10} {r['dtype']:>10} {r['batch']:>6} {r['prompt']:>7} "
-          f"{r['prefill_tok_s']:14.0f} {r['decode_tok_s']:13.1f} {r['peak_rss_mb']:12.0f}")
+          f"{r['prefill_tok_s']:14.0f} {r['decode_tok_s']:13.1f}{ratios} "
+          f"{r['peak_rss_mb']:12.0f}")
+  print("× : total tokens/s over llama.cpp's single stream at the same prompt length, "
+        "measured in this run")
   from iclr_jax.train.loop import write_json  # pylint: disable=import-outside-toplevel
   write_json("", _OUT.value, rows)
 
