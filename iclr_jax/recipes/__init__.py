@@ -27,6 +27,7 @@ REGISTRY: dict[str, str] = {
     "ivw_control": "iclr_jax.recipes.pgest.ivw_control:train_and_evaluate",
     "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",
+    "propersim": "iclr_jax.recipes.agents.propersim:train_and_evaluate",
     "probhard_e2e": "iclr_jax.recipes.constraints.probhard_e2e:train_and_evaluate",
     "text_to_motion": "iclr_jax.recipes.motion.text_to_motion:train_and_evaluate",
     "pulp_motion": "iclr_jax.recipes.motion.pulp_motion:train_and_evaluate",

@@ -1,0 +1,110 @@
+"""Table, summary and curves of the ProPerSim study (host-side).
+
+The two claims, per variant that learns: satisfaction rises (the last day's mean over
+personas above the first day's, and above it for most personas) and recommendations per
+hour fall (the same, downwards). Personas are the replicates: the summary gives how many of
+them moved each way, and a sign-test p-value.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from iclr_jax.envs import propersim as env
+from iclr_jax.train.loop import write_json
+from iclr_jax.train.study import figure, markdown_table
+
+
+def _by_variant(rows):
+  out: dict[str, dict[int, dict[str, Any]]] = {}
+  for r in rows:
+    out.setdefault(r["variant"], {})[r["day"]] = r
+  return out
+
+
+def sign_test(ups: int, downs: int) -> float:
+  """Two-sided exact sign test p-value of `ups` against `downs` (ties left out)."""
+  n = ups + downs
+  if n == 0:
+    return 1.0
+  k = min(ups, downs)
+  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+  return min(1.0, 2 * tail)
+
+
+def _claim(first, last, metric, direction):
+  a = np.asarray(first[f"{metric}_per_persona"])
+  b = np.asarray(last[f"{metric}_per_persona"])
+  moved = np.sign(b - a) * direction
+  ups, downs = int(np.sum(moved > 0)), int(np.sum(moved < 0))
+  return dict(first=float(a.mean()), last=float(b.mean()), personas_moved_as_claimed=ups,
+              personas_moved_against=downs, sign_test_p=sign_test(ups, downs),
+              held=bool(b.mean() * direction > a.mean() * direction and ups > downs
+                        and sign_test(ups, downs) < 0.05))
+
+
+def summarize(rows, config) -> dict[str, Any]:
+  out = {}
+  for name, days in _by_variant(rows).items():
+    if 1 not in days or config.days not in days:
+      continue
+    first, last = days[1], days[config.days]
+    out[name] = dict(satisfaction_rises=_claim(first, last, "satisfaction", +1),
+                     recommendations_fall=_claim(first, last, "per_hour", -1),
+                     last_day={c: last[c] for c in ("satisfaction", "per_hour",
+                                                     *env.CRITERIA)},
+                     seconds=float(sum(r["seconds"] for r in days.values())))
+  return out
+
+
+def write(workdir: str, rows, config, personas) -> dict[str, Any]:
+  summary = summarize(rows, config)
+  write_json(workdir, "summary.json", summary)
+  table = _table(rows, config)
+  with open(os.path.join(workdir, "table.md"), "w") as f:
+    f.write(table + "\n")
+  write_json(workdir, "personas.json", [p.to_dict() for p in personas])
+  _plot(os.path.join(workdir, "propersim.png"), rows, config)
+  return summary
+
+
+def _table(rows, config) -> str:
+  by = _by_variant(rows)
+  marks = sorted({1, min(7, config.days), config.days})
+  out = []
+  for name, days in by.items():
+    cells = dict(variant=name)
+    for d in marks:
+      r = days.get(d)
+      cells[f"s{d}"] = "–" if r is None else (
+          f"{r['satisfaction']:.2f} ± {np.std(r['satisfaction_per_persona']):.2f}")
+      cells[f"r{d}"] = "–" if r is None else f"{r['per_hour']:.1f}"
+    last = days.get(config.days)
+    for c in env.CRITERIA:
+      cells[c] = "–" if last is None else f"{last[c]:.2f}"
+    out.append(cells)
+  columns = [("variant", "{variant}")]
+  columns += [(f"satisfaction day {d}", f"{{s{d}}}") for d in marks]
+  columns += [(f"recs/h day {d}", f"{{r{d}}}") for d in marks]
+  columns += [(f"{c} (last day)", f"{{{c}}}") for c in env.CRITERIA]
+  return markdown_table(out, columns)
+
+
+def _plot(path, rows, config) -> None:
+  by = _by_variant(rows)
+  with figure(path, 1, 2, figsize=(12, 4)) as (ax_s, ax_r):
+    for name, days in by.items():
+      ds = sorted(days)
+      for ax, metric in ((ax_s, "satisfaction"), (ax_r, "per_hour")):
+        per = np.array([days[d][f"{metric}_per_persona"] for d in ds])
+        mean, std = per.mean(1), per.std(1)
+        ax.plot(ds, mean, marker="o", ms=3, label=name)
+        ax.fill_between(ds, mean - std, mean + std, alpha=0.12)
+    ax_s.set(xlabel="day", ylabel="satisfaction (0–4)", title="user satisfaction")
+    ax_r.set(xlabel="day", ylabel="recommendations per awake hour",
+             title="recommendation rate")
+    ax_s.legend(fontsize=8)
