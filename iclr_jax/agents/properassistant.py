@@ -33,7 +33,7 @@ from iclr_jax.envs import propersim as env
 from iclr_jax.rl.preference import dpo_loss
 
 NUM_ACTIONS = env.NUM_ACTIONS
-POLICY_KINDS = ("policy", "random", "oracle")
+POLICY_KINDS = ("policy", "random", "oracle", "quiet")
 _SINCE_SCALES = (48.0, 144.0)  # steps: 2 and 6 hours
 
 
@@ -53,7 +53,7 @@ class DayLog(NamedTuple):
   first_score: jax.Array  # int [S]
   second_score: jax.Array  # int [S]
   criteria: jax.Array  # int [S, 4]: the delivered candidate's criteria
-  awake: jax.Array  # bool [S]
+  awake: jax.Array  # bool [S]: the assistant acted (the user awake, a decision step)
 
 
 class Pairs(NamedTuple):
@@ -122,6 +122,8 @@ def _candidates(kind, apply, params, feats, persona, activity, step_of_day, sinc
   uniform = jax.random.randint(k_uniform, (), 0, NUM_ACTIONS)
   if kind == "oracle":
     return env.best_actions(persona, activity, step_of_day, since_last), uniform
+  if kind == "quiet":
+    return jnp.int32(0), uniform
   logits = jnp.zeros(NUM_ACTIONS) if kind == "random" else apply(params, feats)
   first = jax.random.categorical(k_first, logits)
   second = jnp.where(jax.random.uniform(k_coin) < explore, uniform,
@@ -132,9 +134,10 @@ def _candidates(kind, apply, params, feats, persona, activity, step_of_day, sinc
 def simulate_day(params: Any, apply: Callable, persona: env.PersonaArrays, table: jax.Array,
                  activities: jax.Array, memory: Memory, since_last: jax.Array, day, key, *,
                  kind: str = "policy", k: int = 8, use_memory: bool = True,
-                 explore: float = 0.0) -> tuple[Memory, jax.Array, DayLog]:
-  """One day of one persona: activities int [STEPS_PER_DAY]. Returns (memory, since_last
-  (steps since the last delivered recommendation), the day's `DayLog`)."""
+                 explore: float = 0.0, stride: int = 1) -> tuple[Memory, jax.Array, DayLog]:
+  """One day of one persona: activities int [STEPS_PER_DAY]. The assistant acts at every
+  `stride`-th step while the user is awake (`DayLog.awake` marks those steps). Returns
+  (memory, since_last (steps since the last delivered recommendation), the `DayLog`)."""
   if kind not in POLICY_KINDS:
     raise ValueError(f"kind must be one of {POLICY_KINDS}, got {kind!r}")
 
@@ -148,7 +151,7 @@ def simulate_day(params: Any, apply: Callable, persona: env.PersonaArrays, table
                                 step_key, explore)
     crit = env.criteria(persona, activity, t, since_last, jnp.stack([first, second]))
     scores = crit.sum(-1)
-    awake = activity != env.SLEEP
+    awake = (activity != env.SLEEP) & (t % stride == 0)
     written = memory_write(memory, query, first, scores[0].astype(jnp.float32), absolute)
     memory = jax.tree.map(lambda new, old: jnp.where(awake, new, old), written, memory)
     delivered = awake & (first > 0)

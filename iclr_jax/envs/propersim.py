@@ -175,13 +175,20 @@ def criteria(p: PersonaArrays, activity, step_of_day, since_last, action) -> jax
   """The scripted user's four binary scores int [..., 4] (order `CRITERIA`) of `action` at
   one step: the user is doing `activity` at `step_of_day`, `since_last` steps after the
   last recommendation it received. All but `p` broadcast; one persona (vmap for many)."""
-  activity, step_of_day, since_last, action = jnp.broadcast_arrays(
-      activity, step_of_day, since_last, action)
-  rec, cat, sty = action_parts(action)
+  return criteria_of_parts(p, activity, step_of_day, since_last, *action_parts(action))
+
+
+def criteria_of_parts(p: PersonaArrays, activity, step_of_day, since_last, rec, category,
+                      style) -> jax.Array:
+  """`criteria` of a message given as (is a recommendation, category, style); a category
+  or style of -1 (a free text that names none) meets neither preference nor tone."""
+  activity, step_of_day, since_last, rec, category, style = jnp.broadcast_arrays(
+      activity, step_of_day, since_last, rec, category, style)
   liked_any = jnp.any(p.likes[activity], axis=-1)
   moment_open = p.open_steps[step_of_day % STEPS_PER_DAY] & ~p.focus[activity]
-  rec_scores = jnp.stack([sty == p.style, since_last >= p.min_gap,
-                          p.likes[activity, cat], moment_open], -1)
+  liked = (category >= 0) & p.likes[activity, jnp.maximum(category, 0)]
+  rec_scores = jnp.stack([(style >= 0) & (style == p.style), since_last >= p.min_gap,
+                          liked, moment_open], -1)
   quiet_scores = jnp.stack([jnp.ones_like(liked_any), since_last < p.max_gap, ~liked_any,
                             ~moment_open], -1)
   return jnp.where(rec[..., None], rec_scores, quiet_scores).astype(jnp.int32)

@@ -1,9 +1,17 @@
-"""ProPerSim with words: what each action says (`suggestion_text`), and a language model
-playing the user (`llm_criteria`), rating a suggestion on each criterion separately with a
-rubric prompt, as the original's per-criterion evaluation does (host-side).
+"""ProPerSim with words: what each action says (`suggestion_text`), what a free text
+amounts to for the scripted user (`read_message`), and a language model playing the user
+(`llm_criteria`), rating a suggestion on each criterion separately with a rubric prompt, as
+the original's per-criterion evaluation does (host-side).
 
-`llm_criteria` asks one question per criterion and reads the first 0 or 1 of each reply.
-A reply with neither is no rating: a ValueError naming the criterion and the reply, unless
+`read_message` is a keyword reading, documented rather than learned: 'No Recommendation'
+(or nothing) is silence; otherwise the category is the one whose words (`CATEGORY_WORDS`,
+matched as word prefixes) occur most often, and the tone the first `STYLE_MARKERS` entry
+found (encouraging, formal, friendly, concise, in that order), or concise for a message of
+at most 12 words with no marker. A message naming no category or no tone meets neither
+preference nor communication. Every `suggestion_text` reads back as its own action.
+
+`llm_criteria` asks one question per criterion and reads the first 0 / 1 / no / yes of each
+reply (small chat models answer "No." more often than "0"). A reply with none is no rating: a ValueError naming the criterion and the reply, unless
 `on_missing='none'`, which returns None in its place (for studies that count them).
 """
 
@@ -11,6 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+import numpy as np
 
 from iclr_jax.envs import propersim as env
 from iclr_jax.llm.protocol import chat_batch
@@ -39,7 +49,27 @@ QUESTIONS = {
     "timing": "Is now a good time for a recommendation? (If it is not, 'No Recommendation' "
               "is right.)",
 }
-_BIT = re.compile(r"\b([01])\b")
+CATEGORY_WORDS = {
+    "productivity": ("task", "plan", "todo", "to-do", "schedule", "organi", "priorit",
+                     "deadline", "email", "focus"),
+    "wellness": ("stretch", "breath", "water", "walk", "relax", "meditat", "rest", "posture",
+                 "yoga", "hydrat"),
+    "food": ("eat", "meal", "recipe", "snack", "cook", "dinner", "lunch", "breakfast", "food",
+             "dressing", "tea", "fruit", "salad"),
+    "social": ("friend", "call", "message", "family", "invite", "catch up", "neighbo"),
+    "entertainment": ("music", "podcast", "movie", "film", "show", "game", "playlist",
+                      "song", "episode", "comedy"),
+    "learning": ("read", "article", "learn", "book", "course", "study", "lesson", "curious",
+                 "language"),
+}
+STYLE_MARKERS = (
+    ("encouraging", ("you've got this", "you got this", "you can do", "doing great",
+                     "great job", "keep it up", "proud of you")),
+    ("formal", ("if i may", "i would recommend", "may i", "kindly", "i suggest")),
+    ("friendly", ("hey", ":)", "how about")),
+    ("concise", ("suggestion:",)),
+)
+_BIT = re.compile(r"\b(0|1|no|yes)\b", re.IGNORECASE)
 
 
 def suggestion_text(action: int) -> str:
@@ -51,6 +81,21 @@ def suggestion_text(action: int) -> str:
   k = int(action) - 1
   category, style = env.CATEGORIES[k // len(env.STYLES)], env.STYLES[k % len(env.STYLES)]
   return STYLE_FORMS[style].format(idea=IDEAS[category])
+
+
+def read_message(text: str) -> tuple[bool, int, int]:
+  """(is a recommendation, category index or -1, style index or -1) of a free text."""
+  t = " ".join((text or "").lower().split())
+  if not t or t.strip(" .!\"'").startswith("no recommendation"):
+    return False, -1, -1
+  hits = [sum(len(re.findall(r"\b" + re.escape(w), t)) for w in words)
+          for words in CATEGORY_WORDS.values()]
+  category = int(np.argmax(hits)) if max(hits) > 0 else -1
+  style = next((env.STYLES.index(name) for name, marks in STYLE_MARKERS
+                if any(m in t for m in marks)), -1)
+  if style < 0 and len(t.split()) <= 12:
+    style = env.STYLES.index("concise")
+  return True, category, style
 
 
 def user_prompt(persona: env.Persona, activity: str, step_of_day: int, since_last: int,
@@ -68,8 +113,9 @@ def user_prompt(persona: env.Persona, activity: str, step_of_day: int, since_las
 
 
 def parse_bit(reply: str) -> int | None:
+  """1 or 0 from the reply's first 1 / 0 / yes / no (whole words), else None."""
   m = _BIT.search(reply or "")
-  return None if m is None else int(m.group(1))
+  return None if m is None else int(m.group(1).lower() in ("1", "yes"))
 
 
 def llm_criteria(lm, persona: env.Persona, situations: Sequence[tuple[str, int, int, int]],
@@ -92,7 +138,7 @@ def llm_criteria(lm, persona: env.Persona, situations: Sequence[tuple[str, int, 
       reply = replies[i * len(env.CRITERIA) + j]
       bit = parse_bit(reply)
       if bit is None and on_missing == "raise":
-        raise ValueError(f"the user model gave no rating (0 or 1) for {c!r}: {reply!r}")
+        raise ValueError(f"the user model gave no rating (0/1/no/yes) for {c!r}: {reply!r}")
       row.append(bit)
     out.append(row)
   return out

@@ -128,10 +128,12 @@ def test_llm_user_prompts_parse_and_missing_ratings(personas):
   texts = {L.suggestion_text(a) for a in range(1, E.NUM_ACTIONS)}
   assert len(texts) == E.NUM_ACTIONS - 1
   assert L.parse_bit("Score: 0 because") == 0 and L.parse_bit("10 out of 10") is None
+  assert L.parse_bit("No.") == 0 and L.parse_bit("Yes, it is") == 1
+  assert L.parse_bit("I know nothing") is None  # 'no' only as a whole word
   lm = ScriptedUser()
   got = L.llm_criteria(lm, p, [("meal", 100, 5, 3), ("leisure", 300, 50, 0)])
   assert got == [[1, 1, 1, 1], [1, 1, 1, 1]] and lm.calls == 8
-  with pytest.raises(ValueError, match=r"gave no rating \(0 or 1\) for 'communication'"):
+  with pytest.raises(ValueError, match=r"gave no rating \(0/1/no/yes\) for 'communication'"):
     L.llm_criteria(ScriptedUser(junk=True), p, [("meal", 100, 5, 3)])
   assert L.llm_criteria(ScriptedUser(junk=True), p, [("meal", 100, 5, 3)],
                         on_missing="none") == [[None] * 4]
@@ -139,3 +141,20 @@ def test_llm_user_prompts_parse_and_missing_ratings(personas):
     L.llm_criteria(lm, p, [("napping", 100, 5, 3)])
   with pytest.raises(ValueError, match=r"action must be in \[0, 25\), got 25"):
     L.suggestion_text(25)
+
+
+def test_read_message_reads_every_template_back_and_free_text_by_keywords():
+  for a in range(E.NUM_ACTIONS):
+    want = (False, -1, -1) if a == 0 else (True, (a - 1) // 4, (a - 1) % 4)
+    assert L.read_message(L.suggestion_text(a)) == want
+  assert L.read_message("  No recommendation right now.") == (False, -1, -1)
+  assert L.read_message("") == (False, -1, -1)
+  food, social = E.CATEGORIES.index("food"), E.CATEGORIES.index("social")
+  assert L.read_message("Call a friend, then grab a snack?")[1] == social  # 2 hits vs 1
+  assert L.read_message("Grab a snack?") == (True, food, E.STYLES.index("concise"))
+  long_vague = "I think the weather today is lovely and you might enjoy some time outside"
+  assert L.read_message(long_vague) == (True, -1, -1)
+  # a text naming no category or tone meets neither preference nor communication
+  p = E.persona_arrays(make_personas(1)[0])
+  crit = np.asarray(E.criteria_of_parts(p, 3, 200, 100, True, -1, -1))
+  assert crit[0] == 0 and crit[2] == 0

@@ -3,13 +3,14 @@
 
 Variants (one table, `VARIANTS`): 'proper' (memory, replay, daily DPO), 'no_memory',
 'no_replay', 'no_update' (the initial policy, never trained), 'random' (uniform over the
-actions), 'oracle' (knows the persona: the best action at every step).
+actions), 'oracle' (knows the persona: the best action at every step), 'quiet' (never
+recommends: what a policy that only learned to keep quiet scores).
 
 Workdir: config.json; results.jsonl (one row per variant and day, with every persona's
 satisfaction and rate); variants/<name>/checkpoints (the state after each day: a killed run
 restarts at the last finished day); table.md, summary.json, propersim.png;
 llm_user.jsonl / llm_user.json (the LLM user's agreement with the scripted one, when
-`config.llm_user.steps` > 0).
+`config.llm_user.personas` and `situations` > 0).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from iclr_jax.envs.propersim_personas import make_personas
 from iclr_jax.errors import ConfigError
 from iclr_jax.nn.classifier import MLPClassifier
 from iclr_jax.recipes import common
-from iclr_jax.recipes.agents import propersim_report
+from iclr_jax.recipes.agents import propersim_llm_user, propersim_report
 from iclr_jax.train.checkpoint import Checkpointer
 
 STUDY_KEY = ("variant", "day")
@@ -50,6 +51,7 @@ VARIANTS = {
     "no_update": Variant("policy", update=False),
     "random": Variant("random", update=False),
     "oracle": Variant("oracle", update=False),
+    "quiet": Variant("quiet", update=False),
 }
 
 
@@ -120,7 +122,8 @@ def make_day_fn(config, variant: Variant, apply, table):
     k_day, k_replay = jax.random.split(key)
     memory, since, log = pa.simulate_day(
         params, apply, persona, table, acts, memory, since, day, k_day, kind=variant.kind,
-        k=config.memory.k, use_memory=variant.use_memory, explore=config.explore)
+        k=config.memory.k, use_memory=variant.use_memory, explore=config.explore,
+        stride=config.get("stride", 1))
     today = pa.day_pairs(log)
     earlier = pairs._replace(valid=pairs.valid & (jnp.arange(pairs.valid.shape[0])
                                                   < day * env.STEPS_PER_DAY))
@@ -132,7 +135,8 @@ def make_day_fn(config, variant: Variant, apply, table):
     else:
       losses = jnp.zeros(1)
     pairs = pa.write_pairs(pairs, today, day)
-    return (params, memory, since, pairs), _metrics(log, today, losses)
+    return (params, memory, since, pairs), _metrics(log, today, losses,
+                                                     config.get("stride", 1))
 
   @jax.jit
   def day_fn(state, personas, acts, day, key):
@@ -145,12 +149,13 @@ def make_day_fn(config, variant: Variant, apply, table):
   return day_fn
 
 
-def _metrics(log: pa.DayLog, today: pa.Pairs, losses) -> dict[str, jax.Array]:
+def _metrics(log: pa.DayLog, today: pa.Pairs, losses, stride) -> dict[str, jax.Array]:
   awake = log.awake
   n = jnp.maximum(jnp.sum(awake), 1)
+  awake_hours = n * stride / env.STEPS_PER_HOUR  # decisions are `stride` steps apart
   crit = jnp.sum(log.criteria * awake[:, None], 0) / n
   return dict(satisfaction=jnp.sum(log.first_score * awake) / n,
-              per_hour=jnp.sum((log.first > 0) & awake) / (n / env.STEPS_PER_HOUR),
+              per_hour=jnp.sum((log.first > 0) & awake) / awake_hours,
               pairs=jnp.sum(today.valid), loss_first=losses[0], loss_last=losses[-1],
               **{c: crit[i] for i, c in enumerate(env.CRITERIA)})
 
@@ -210,5 +215,9 @@ def train_and_evaluate(config, workdir: str):
     if all(study.done(variant=name, day=d + 1) for d in range(config.days)):
       continue
     run_variant(config, name, workdir, study, arrays, acts, table, init, apply)
-  return propersim_report.write(workdir, study.rows, config, personas)
+  summary = propersim_report.write(workdir, study.rows, config, personas)
+  llm_user = propersim_llm_user.run(config, workdir, personas, acts)
+  if llm_user is not None:
+    summary["llm_user"] = llm_user
+  return summary
 

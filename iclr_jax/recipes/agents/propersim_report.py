@@ -101,9 +101,9 @@ def _plot(path, rows, config) -> None:
       ds = sorted(days)
       for ax, metric in ((ax_s, "satisfaction"), (ax_r, "per_hour")):
         per = np.array([days[d][f"{metric}_per_persona"] for d in ds])
-        mean, std = per.mean(1), per.std(1)
-        ax.plot(ds, mean, marker="o", ms=3, label=name)
-        ax.fill_between(ds, mean - std, mean + std, alpha=0.12)
+        low, high = np.percentile(per, [25, 75], axis=1)
+        ax.plot(ds, per.mean(1), marker="o", ms=3, label=name)
+        ax.fill_between(ds, low, high, alpha=0.12)  # the middle half of the personas
     ax_s.set(xlabel="day", ylabel="satisfaction (0–4)", title="user satisfaction")
     ax_r.set(xlabel="day", ylabel="recommendations per awake hour",
              title="recommendation rate")
