@@ -11,8 +11,9 @@ at most 12 words with no marker. A message naming no category or no tone meets n
 preference nor communication. Every `suggestion_text` reads back as its own action.
 
 `llm_criteria` asks one question per criterion and reads the first 0 / 1 / no / yes of each
-reply (small chat models answer "No." more often than "0"). A reply with none is no rating: a ValueError naming the criterion and the reply, unless
-`on_missing='none'`, which returns None in its place (for studies that count them).
+reply (small chat models answer "No." more often than "0"). A reply with none is no
+rating: a ValueError naming the criterion and the reply, unless `on_missing='none'`, which
+returns None in its place (for studies that count them).
 """
 
 from __future__ import annotations
