@@ -4,7 +4,8 @@
 Variants (one table, `VARIANTS`): 'proper' (memory, replay, daily DPO), 'no_memory',
 'no_replay', 'no_update' (the initial policy, never trained), 'random' (uniform over the
 actions), 'oracle' (knows the persona: the best action at every step), 'quiet' (never
-recommends: what a policy that only learned to keep quiet scores).
+recommends: what a policy that only learned to keep quiet scores), 'llm' (the pretrained
+LLM with LoRA writes the messages: `llm_assistant`, `config.llm_policy`).
 
 Workdir: config.json; results.jsonl (one row per variant and day, with every persona's
 satisfaction and rate); variants/<name>/checkpoints (the state after each day: a killed run
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from absl import logging
 from flax import nnx
@@ -31,14 +33,14 @@ from iclr_jax.envs.propersim_personas import make_personas
 from iclr_jax.errors import ConfigError
 from iclr_jax.nn.classifier import MLPClassifier
 from iclr_jax.recipes import common
-from iclr_jax.recipes.agents import propersim_llm_user, propersim_report
+from iclr_jax.recipes.agents import llm_assistant, propersim_llm_user, propersim_report
 from iclr_jax.train.checkpoint import Checkpointer
 
 STUDY_KEY = ("variant", "day")
 
 
 class Variant(NamedTuple):
-  kind: str  # properassistant.POLICY_KINDS
+  kind: str  # properassistant.POLICY_KINDS, or 'llm' (the LLM writes the messages)
   use_memory: bool = True
   replay: bool = True
   update: bool = True
@@ -52,6 +54,7 @@ VARIANTS = {
     "random": Variant("random", update=False),
     "oracle": Variant("oracle", update=False),
     "quiet": Variant("quiet", update=False),
+    "llm": Variant("llm"),
 }
 
 
@@ -60,6 +63,42 @@ class State(NamedTuple):
   memory: pa.Memory  # [P, ...]
   since_last: jax.Array  # int [P]
   pairs: pa.Pairs  # [P, days · S, ...]: every day's pairs (the replay buffer)
+
+
+def base_config(smoke: bool) -> ml_collections.ConfigDict:
+  """The small-policy study's config (`configs/agents/propersim.py`); smoke shrinks it."""
+  c = ml_collections.ConfigDict()
+  c.experiment = "propersim"
+  c.variants = ("proper", "no_memory", "no_replay", "no_update", "random", "oracle", "quiet")
+  c.stride = 1
+  c.personas = 32
+  c.persona_seed = 0
+  c.schedule_seed = 0
+  c.days = 14
+  c.seed = 0
+  c.embedder = "onehot"
+  c.policy = dict(hidden=(64,))
+  c.memory = dict(capacity=2048, k=8)
+  # the second candidate is uniform with this probability, so pairs keep coming when the
+  # policy has grown sure of itself (see docs/agents.md)
+  c.explore = 0.3
+  c.dpo = dict(beta=0.1, steps=100, learning_rate=1e-3, replay=200)
+  # the pretrained LLM playing the user on sampled situations, against the scripted user
+  c.model = "smollm2-135m-instruct"
+  c.dtype = "float32"
+  c.random_model_sizes = {}
+  c.llm_user = dict(personas=4, situations=30, batch_size=16)
+  if smoke:
+    c.variants = ("proper", "random", "oracle")
+    c.personas = 3
+    c.days = 2
+    c.memory = dict(capacity=256, k=4)
+    c.policy = dict(hidden=(16,))
+    c.dpo.update(steps=3, replay=16)
+    c.random_model_sizes = dict(num_layers=1, d_model=32, num_heads=2, num_kv_heads=1,
+                                mlp_hidden=64)
+    c.llm_user = dict(personas=1, situations=2, batch_size=8)
+  return c
 
 
 def _check_config(config):
@@ -214,7 +253,12 @@ def train_and_evaluate(config, workdir: str):
   for name in config.variants:
     if all(study.done(variant=name, day=d + 1) for d in range(config.days)):
       continue
-    run_variant(config, name, workdir, study, arrays, acts, table, init, apply)
+    if VARIANTS[name].kind == "llm":
+      persona_list = [jax.tree.map(lambda x, i=i: x[i], arrays) for i in range(len(personas))]
+      llm_assistant.run_variant(config, workdir, study, name, persona_list, acts,
+                                common.language_model(config))
+    else:
+      run_variant(config, name, workdir, study, arrays, acts, table, init, apply)
   summary = propersim_report.write(workdir, study.rows, config, personas)
   llm_user = propersim_llm_user.run(config, workdir, personas, acts)
   if llm_user is not None:
