@@ -18,6 +18,7 @@ def get_config(arg=None):
   c = base_config(smoke)
   c.variants = ("llm", "proper", "random", "oracle", "quiet")
   c.personas = 2
+  c.seeds = 1  # one seed of every variant: the LLM's days are the cost
   c.stride = 12  # a decision every 30 minutes
   c.llm_user = dict(personas=0, situations=0, batch_size=16)
   c.llm_policy = dict(rank=8, alpha=16.0, beta=0.1, learning_rate=1e-4, epochs=2,
@@ -25,6 +26,7 @@ def get_config(arg=None):
                       top_p=0.9)
   if smoke:
     c.personas = 1
+    c.seeds = 1
     c.days = 2
     c.stride = 96
     c.llm_policy.update(rank=2, epochs=1, batch_size=2, replay=2, max_new_tokens=4)

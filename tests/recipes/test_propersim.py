@@ -27,8 +27,8 @@ def test_smoke_study_orders_oracle_over_learner_over_random(tmp_path):
   last = {v: summary[v]["last_day"]["satisfaction"] for v in c.variants}
   assert last["oracle"] > last["proper"] > last["random"], last
   rows = [json.loads(l) for l in (tmp_path / "results.jsonl").read_text().splitlines()]
-  assert sorted((r["variant"], r["day"]) for r in rows) == sorted(
-      (v, d) for v in c.variants for d in (1, 2, 3))
+  assert sorted((r["variant"], r["seed"], r["day"]) for r in rows) == sorted(
+      (v, s, d) for v in c.variants for s in (0, 1) for d in (1, 2, 3))
   for r in rows:
     assert 0 <= r["satisfaction"] <= 4 and len(r["satisfaction_per_persona"]) == 4
     assert abs(np.mean(r["satisfaction_per_persona"]) - r["satisfaction"]) < 1e-3
@@ -45,7 +45,7 @@ def _final_params(workdir, name, config):
   init, _ = propersim.policy_functions(config, propersim.pa.feature_dim(table.shape[1]))
   target = propersim._initial_state(config, init, config.personas, table.shape[1],
                                     jax.random.key(0))
-  ckpt = Checkpointer(f"{workdir}/variants/{name}", every_steps=1, async_save=False)
+  ckpt = Checkpointer(f"{workdir}/variants/{name}/seed0", every_steps=1, async_save=False)
   state, step = ckpt.restore(target)
   ckpt.close()
   assert step == config.days
@@ -53,7 +53,7 @@ def _final_params(workdir, name, config):
 
 
 def test_a_killed_run_resumes_to_the_same_final_policy(tmp_path, monkeypatch):
-  c = _config(variants=("proper",), days=3)
+  c = _config(variants=("proper",), days=3, seeds=1)
   propersim.train_and_evaluate(c, str(tmp_path / "whole"))
   real_save = Checkpointer.save
 
@@ -83,6 +83,7 @@ def test_bad_configs_are_named(tmp_path):
   for overrides, match in ((dict(variants=("proper", "greedy")), "config.variants"),
                            (dict(days=0), "config.days must be >= 1, got 0"),
                            (dict(personas=0), "config.personas must be >= 1, got 0"),
-                           (dict(explore=1.5), r"config.explore must be in \[0, 1\]")):
+                           (dict(explore=1.5), r"config.explore must be in \[0, 1\]"),
+                           (dict(seeds=0), "config.seeds must be >= 1, got 0")):
     with pytest.raises(ConfigError, match=match):
       propersim.train_and_evaluate(_config(**overrides), str(tmp_path / "w"))

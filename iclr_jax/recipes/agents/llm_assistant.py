@@ -231,13 +231,14 @@ def load_state(directory: str, template) -> tuple[int, Any, dict[str, Any]] | No
   return days[-1], adapters, host
 
 
-def run_variant(config, workdir: str, study, name: str, arrays: Sequence[env.PersonaArrays],
-                activities: np.ndarray, lm) -> None:
-  """Runs the LLM assistant from its last saved day to `config.days` (one study row a day,
-  like the small policy's, plus the day's state under variants/<name>/)."""
+def run_variant(config, workdir: str, study, name: str, seed: int,
+                arrays: Sequence[env.PersonaArrays], activities: np.ndarray, lm) -> None:
+  """Runs the LLM assistant with seed `seed` from its last saved day to `config.days` (one
+  study row a day, like the small policy's, and the day's state under
+  variants/<name>/seed<seed>/)."""
   c = config.llm_policy
-  directory = os.path.join(workdir, "variants", name)
-  adapters = init_adapters(lm, c, config.seed)
+  directory = os.path.join(workdir, "variants", name, f"seed{seed}")
+  adapters = init_adapters(lm, c, config.seed + seed)
   memories, since, replay, start = [[] for _ in arrays], [10**6] * len(arrays), [], 0
   saved = load_state(directory, adapters)
   if saved is not None:
@@ -245,22 +246,22 @@ def run_variant(config, workdir: str, study, name: str, arrays: Sequence[env.Per
     memories, since, replay = host["memories"], host["since"], host["pairs"]
   for day in range(start, config.days):
     t0 = time.time()
-    key = jax.random.fold_in(jax.random.key(config.seed), 1 + day)
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), seed), 1 + day)
     memories, since, today, rows = run_day(lm, adapters, arrays, activities[:, day],
                                            memories, since, day, key, c,
                                            stride=config.get("stride", 1))
-    rng = np.random.default_rng([config.seed, day])
+    rng = np.random.default_rng([config.seed, seed, day])
     old = [replay[i] for i in rng.permutation(len(replay))[:c.replay]]
     adapters, losses = daily_update(lm, adapters, today + old, c, rng)
     replay += today
-    row = dict(variant=name, day=day + 1, seconds=time.time() - t0,
+    row = dict(variant=name, seed=seed, day=day + 1, seconds=time.time() - t0,
                pairs=len(today) / len(arrays), loss_first=losses[0] if losses else 0.0,
                loss_last=losses[-1] if losses else 0.0)
     for k in ("satisfaction", "per_hour", *env.CRITERIA):
       row[k] = float(np.mean([r[k] for r in rows]))
     row["satisfaction_per_persona"] = [round(r["satisfaction"], 4) for r in rows]
     row["per_hour_per_persona"] = [round(r["per_hour"], 3) for r in rows]
-    if not study.done(variant=name, day=day + 1):
+    if not study.done(variant=name, seed=seed, day=day + 1):
       study.record([row])
     save_state(directory, day + 1, adapters, dict(memories=memories, since=since,
                                                   pairs=replay))

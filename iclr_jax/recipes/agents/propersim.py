@@ -36,7 +36,7 @@ from iclr_jax.recipes import common
 from iclr_jax.recipes.agents import llm_assistant, propersim_llm_user, propersim_report
 from iclr_jax.train.checkpoint import Checkpointer
 
-STUDY_KEY = ("variant", "day")
+STUDY_KEY = ("variant", "seed", "day")
 
 
 class Variant(NamedTuple):
@@ -76,6 +76,7 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
   c.schedule_seed = 0
   c.days = 14
   c.seed = 0
+  c.seeds = 3  # assistant seeds (the personas and their days stay the same)
   c.embedder = "onehot"
   c.policy = dict(hidden=(64,))
   c.memory = dict(capacity=2048, k=8)
@@ -90,6 +91,7 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
   c.llm_user = dict(personas=4, situations=30, batch_size=16)
   if smoke:
     c.variants = ("proper", "random", "oracle")
+    c.seeds = 2
     c.personas = 3
     c.days = 2
     c.memory = dict(capacity=256, k=4)
@@ -111,6 +113,8 @@ def _check_config(config):
     raise ConfigError(f"config.personas must be >= 1, got {config.personas}")
   if not 0 <= config.explore <= 1:
     raise ConfigError(f"config.explore must be in [0, 1], got {config.explore}")
+  if config.seeds < 1:
+    raise ConfigError(f"config.seeds must be >= 1, got {config.seeds}")
   if config.dpo.replay < 0 or config.dpo.steps < 1:
     raise ConfigError(f"config.dpo: replay must be >= 0 and steps >= 1, got {config.dpo}")
 
@@ -199,9 +203,9 @@ def _metrics(log: pa.DayLog, today: pa.Pairs, losses, stride) -> dict[str, jax.A
               **{c: crit[i] for i, c in enumerate(env.CRITERIA)})
 
 
-def _row(name, day, metrics, seconds) -> dict[str, Any]:
+def _row(name, seed, day, metrics, seconds) -> dict[str, Any]:
   m = {k: np.asarray(v, np.float64) for k, v in jax.device_get(metrics).items()}
-  row = dict(variant=name, day=day + 1, seconds=seconds)
+  row = dict(variant=name, seed=seed, day=day + 1, seconds=seconds)
   for k, v in m.items():
     row[k] = float(v.mean())
   row["satisfaction_per_persona"] = [round(float(x), 4) for x in m["satisfaction"]]
@@ -209,12 +213,13 @@ def _row(name, day, metrics, seconds) -> dict[str, Any]:
   return row
 
 
-def run_variant(config, name, workdir, study, personas, acts, table, init, apply):
-  """Runs variant `name` from its last finished day to `config.days`."""
+def run_variant(config, name, seed, workdir, study, personas, acts, table, init, apply):
+  """Runs variant `name` with assistant seed `seed` from its last finished day to
+  `config.days`."""
   variant = VARIANTS[name]
-  ckpt = Checkpointer(os.path.join(workdir, "variants", name), every_steps=1, keep=2,
-                      async_save=False)
-  key = jax.random.key(config.seed)
+  ckpt = Checkpointer(os.path.join(workdir, "variants", name, f"seed{seed}"), every_steps=1,
+                      keep=2, async_save=False)
+  key = jax.random.fold_in(jax.random.key(config.seed), seed)
   state = _initial_state(config, init, acts.shape[0], table.shape[1],
                          jax.random.fold_in(key, 0))
   restored = ckpt.restore(state)
@@ -226,8 +231,8 @@ def run_variant(config, name, workdir, study, personas, acts, table, init, apply
     t0 = time.time()
     state, metrics = jax.block_until_ready(day_fn(state, personas, jnp.asarray(acts[:, day]),
                                                   day, jax.random.fold_in(key, 1 + day)))
-    row = _row(name, day, metrics, time.time() - t0)
-    if not study.done(variant=name, day=day + 1):
+    row = _row(name, seed, day, metrics, time.time() - t0)
+    if not study.done(variant=name, seed=seed, day=day + 1):
       study.record([row])
     ckpt.save(day + 1, state, force=True)
     logging.info("[%s day %d/%d] satisfaction %.2f, %.1f recommendations/h, %.1f s", name,
@@ -251,14 +256,16 @@ def train_and_evaluate(config, workdir: str):
   table = activity_table(config)
   init, apply = policy_functions(config, pa.feature_dim(table.shape[1]))
   for name in config.variants:
-    if all(study.done(variant=name, day=d + 1) for d in range(config.days)):
-      continue
-    if VARIANTS[name].kind == "llm":
-      persona_list = [jax.tree.map(lambda x, i=i: x[i], arrays) for i in range(len(personas))]
-      llm_assistant.run_variant(config, workdir, study, name, persona_list, acts,
-                                common.language_model(config))
-    else:
-      run_variant(config, name, workdir, study, arrays, acts, table, init, apply)
+    for seed in range(config.seeds):
+      if all(study.done(variant=name, seed=seed, day=d + 1) for d in range(config.days)):
+        continue
+      if VARIANTS[name].kind == "llm":
+        persona_list = [jax.tree.map(lambda x, i=i: x[i], arrays)
+                        for i in range(len(personas))]
+        llm_assistant.run_variant(config, workdir, study, name, seed, persona_list, acts,
+                                  common.language_model(config))
+      else:
+        run_variant(config, name, seed, workdir, study, arrays, acts, table, init, apply)
   summary = propersim_report.write(workdir, study.rows, config, personas)
   llm_user = propersim_llm_user.run(config, workdir, personas, acts)
   if llm_user is not None:

@@ -1,9 +1,10 @@
 """Table, summary and curves of the ProPerSim study (host-side).
 
-The two claims, per variant that learns: satisfaction rises (the last day's mean over
-personas above the first day's, and above it for most personas) and recommendations per
-hour fall (the same, downwards). Personas are the replicates: the summary gives how many of
-them moved each way, and a sign-test p-value.
+Each (variant, day) is first averaged over the assistant seeds: per persona, and as the
+mean over personas with its standard deviation across seeds (the table's ±). The two
+claims, per variant: satisfaction rises (the last day's mean above the first day's, and for
+most personas) and recommendations per hour fall (the same, downwards). Personas are the
+replicates of the sign test (two-sided, exact), on their seed-averaged values.
 """
 
 from __future__ import annotations
@@ -19,10 +20,29 @@ from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure, markdown_table
 
 
+_METRICS = ("satisfaction", "per_hour", *env.CRITERIA)
+
+
+def _over_seeds(rows) -> dict[str, Any]:
+  """One (variant, day)'s rows (one per seed) as one: means, per-persona means, the
+  spread of the persona-mean across seeds, and the summed wall time."""
+  out = dict(variant=rows[0]["variant"], day=rows[0]["day"], seeds=len(rows),
+             seconds=float(sum(r["seconds"] for r in rows)))
+  for k in _METRICS:
+    values = np.array([r[k] for r in rows])
+    out[k], out[f"{k}_seed_std"] = float(values.mean()), float(values.std())
+  for k in ("satisfaction_per_persona", "per_hour_per_persona"):
+    out[k] = np.mean([r[k] for r in rows], axis=0).tolist()
+  return out
+
+
 def _by_variant(rows):
-  out: dict[str, dict[int, dict[str, Any]]] = {}
+  groups: dict[tuple[str, int], list] = {}
   for r in rows:
-    out.setdefault(r["variant"], {})[r["day"]] = r
+    groups.setdefault((r["variant"], r["day"]), []).append(r)
+  out: dict[str, dict[int, dict[str, Any]]] = {}
+  for (variant, day), rs in groups.items():
+    out.setdefault(variant, {})[day] = _over_seeds(rs)
   return out
 
 
@@ -55,8 +75,9 @@ def summarize(rows, config) -> dict[str, Any]:
     first, last = days[1], days[config.days]
     out[name] = dict(satisfaction_rises=_claim(first, last, "satisfaction", +1),
                      recommendations_fall=_claim(first, last, "per_hour", -1),
-                     last_day={c: last[c] for c in ("satisfaction", "per_hour",
-                                                     *env.CRITERIA)},
+                     last_day={c: last[c] for c in _METRICS},
+                     last_day_seed_std={c: last[f"{c}_seed_std"] for c in _METRICS},
+                     seeds=last["seeds"],
                      seconds=float(sum(r["seconds"] for r in days.values())))
   return out
 
@@ -81,7 +102,7 @@ def _table(rows, config) -> str:
     for d in marks:
       r = days.get(d)
       cells[f"s{d}"] = "–" if r is None else (
-          f"{r['satisfaction']:.2f} ± {np.std(r['satisfaction_per_persona']):.2f}")
+          f"{r['satisfaction']:.2f} ± {r['satisfaction_seed_std']:.2f}")
       cells[f"r{d}"] = "–" if r is None else f"{r['per_hour']:.1f}"
     last = days.get(config.days)
     for c in env.CRITERIA:
