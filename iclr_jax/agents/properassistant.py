@@ -64,12 +64,16 @@ class Pairs(NamedTuple):
 
 
 def memory_init(capacity: int, dim: int) -> Memory:
+  """An empty memory of `capacity` entries with keys [capacity, dim]."""
+  if int(capacity) < 1 or int(dim) < 1:
+    raise ValueError(f"capacity and dim must be >= 1, got {capacity} and {dim}")
   return Memory(keys=jnp.zeros((capacity, dim)), actions=jnp.zeros(capacity, jnp.int32),
                 scores=jnp.zeros(capacity), steps=jnp.zeros(capacity, jnp.int32),
                 count=jnp.int32(0))
 
 
 def memory_write(memory: Memory, key, action, score, step) -> Memory:
+  """`memory` with (key [E], action, score, step) in the next slot (the oldest once full)."""
   slot = memory.count % memory.actions.shape[0]
   return Memory(keys=memory.keys.at[slot].set(key),
                 actions=memory.actions.at[slot].set(action),
@@ -96,6 +100,7 @@ def situation_key(table: jax.Array, activity, step_of_day) -> jax.Array:
 
 
 def feature_dim(table_dim: int) -> int:
+  """F, the length of `features` for an activity table of width `table_dim`."""
   return table_dim + 2 + 24 + len(_SINCE_SCALES) + 1 + 2 * NUM_ACTIONS
 
 
@@ -186,6 +191,7 @@ def sample_pairs(buffer: Pairs, count: int, key) -> Pairs:
 
 
 def pair_logps(apply: Callable, params: Any, pairs: Pairs) -> tuple[jax.Array, jax.Array]:
+  """log π(chosen | features), log π(rejected | features), each [N]."""
   logp = jax.nn.log_softmax(apply(params, pairs.features), axis=-1)
   take = lambda a: jnp.take_along_axis(logp, a[:, None], axis=-1)[:, 0]
   return take(pairs.chosen), take(pairs.rejected)
@@ -219,6 +225,7 @@ def daily_update(params: Any, apply: Callable, pairs: Pairs, *, beta: float = 0.
 
 
 def concat_pairs(*parts: Pairs) -> Pairs:
+  """The pairs of `parts` one after another ([N1 + N2 + ...])."""
   return jax.tree.map(lambda *x: jnp.concatenate(x), *parts)
 
 

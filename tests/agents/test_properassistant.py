@@ -40,6 +40,8 @@ class RetrieveTest(chex.TestCase):
       assert valid.sum() == min(6, written.sum())
       np.testing.assert_array_equal(np.asarray(idx)[np.asarray(valid)], order[:valid.sum()])
     assert int(m.count) == 23 and int(m.steps[23 % 16 - 1]) == 220  # the ring overwrote
+    with pytest.raises(ValueError, match="capacity and dim must be >= 1, got 0 and 5"):
+      pa.memory_init(0, 5)
 
 
 def test_features_since_recent_and_retrieved_scores():
