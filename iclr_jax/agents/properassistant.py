@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from iclr_jax.checks import check_range, static_int
 from iclr_jax.envs import propersim as env
 from iclr_jax.rl.preference import dpo_loss
 
@@ -145,6 +146,8 @@ def simulate_day(params: Any, apply: Callable, persona: env.PersonaArrays, table
   (memory, since_last (steps since the last delivered recommendation), the `DayLog`)."""
   if kind not in POLICY_KINDS:
     raise ValueError(f"kind must be one of {POLICY_KINDS}, got {kind!r}")
+  stride = static_int("stride", stride, low=1)
+  check_range("explore", explore, 0.0, 1.0)
 
   def step(carry, inputs):
     memory, since_last = carry

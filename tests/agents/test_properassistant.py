@@ -168,3 +168,7 @@ def test_a_day_is_a_function_of_its_key_and_sleep_is_not_scored(one_persona):
   with pytest.raises(ValueError, match="kind must be one of"):
     pa.simulate_day(params, _linear_apply, persona, table, acts, pa.memory_init(8, 14),
                     jnp.int32(0), 0, jax.random.key(0), kind="greedy")
+  for bad, match in ((dict(stride=0), "stride"), (dict(explore=1.5), "explore")):
+    with pytest.raises(ValueError, match=match):
+      pa.simulate_day(params, _linear_apply, persona, table, acts, pa.memory_init(8, 14),
+                      jnp.int32(0), 0, jax.random.key(0), **bad)

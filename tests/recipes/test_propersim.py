@@ -84,6 +84,7 @@ def test_bad_configs_are_named(tmp_path):
                            (dict(days=0), "config.days must be >= 1, got 0"),
                            (dict(personas=0), "config.personas must be >= 1, got 0"),
                            (dict(explore=1.5), r"config.explore must be in \[0, 1\]"),
-                           (dict(seeds=0), "config.seeds must be >= 1, got 0")):
+                           (dict(seeds=0), "config.seeds must be >= 1, got 0"),
+                           (dict(stride=0), r"config.stride must be in \[1, 576\], got 0")):
     with pytest.raises(ConfigError, match=match):
       propersim.train_and_evaluate(_config(**overrides), str(tmp_path / "w"))

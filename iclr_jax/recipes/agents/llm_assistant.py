@@ -249,7 +249,7 @@ def run_variant(config, workdir: str, study, name: str, seed: int,
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), seed), 1 + day)
     memories, since, today, rows = run_day(lm, adapters, arrays, activities[:, day],
                                            memories, since, day, key, c,
-                                           stride=config.get("stride", 1))
+                                           stride=config.stride)
     rng = np.random.default_rng([config.seed, seed, day])
     old = [replay[i] for i in rng.permutation(len(replay))[:c.replay]]
     adapters, losses = daily_update(lm, adapters, today + old, c, rng)

@@ -115,6 +115,9 @@ def _check_config(config):
     raise ConfigError(f"config.explore must be in [0, 1], got {config.explore}")
   if config.seeds < 1:
     raise ConfigError(f"config.seeds must be >= 1, got {config.seeds}")
+  if not 1 <= config.stride <= env.STEPS_PER_DAY:
+    raise ConfigError(f"config.stride must be in [1, {env.STEPS_PER_DAY}], got "
+                      f"{config.stride}")
   if config.dpo.replay < 0 or config.dpo.steps < 1:
     raise ConfigError(f"config.dpo: replay must be >= 0 and steps >= 1, got {config.dpo}")
 
@@ -166,7 +169,7 @@ def make_day_fn(config, variant: Variant, apply, table):
     memory, since, log = pa.simulate_day(
         params, apply, persona, table, acts, memory, since, day, k_day, kind=variant.kind,
         k=config.memory.k, use_memory=variant.use_memory, explore=config.explore,
-        stride=config.get("stride", 1))
+        stride=config.stride)
     today = pa.day_pairs(log)
     earlier = pairs._replace(valid=pairs.valid & (jnp.arange(pairs.valid.shape[0])
                                                   < day * env.STEPS_PER_DAY))
@@ -178,8 +181,7 @@ def make_day_fn(config, variant: Variant, apply, table):
     else:
       losses = jnp.zeros(1)
     pairs = pa.write_pairs(pairs, today, day)
-    return (params, memory, since, pairs), _metrics(log, today, losses,
-                                                     config.get("stride", 1))
+    return (params, memory, since, pairs), _metrics(log, today, losses, config.stride)
 
   @jax.jit
   def day_fn(state, personas, acts, day, key):
