@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "kv_eviction": "iclr_jax.recipes.kv.eviction:train_and_evaluate",
     "ivw_control": "iclr_jax.recipes.pgest.ivw_control:train_and_evaluate",
     "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
+    "music_flamingo": "iclr_jax.recipes.audio.music_flamingo:train_and_evaluate",
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",
     "propersim": "iclr_jax.recipes.agents.propersim:train_and_evaluate",
     "probhard_e2e": "iclr_jax.recipes.constraints.probhard_e2e:train_and_evaluate",

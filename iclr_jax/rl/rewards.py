@@ -5,10 +5,13 @@
 - `structured_thinking_reward`: the fraction of the reference metadata categories (e.g. genre,
   tempo, key) whose value the `<think>` section states.
 Normalisation: lower case, punctuation and articles removed, whitespace collapsed (SQuAD-style).
+Music answers need `drop_articles=False`: SQuAD's rule turns the key "A major" into "major"
+(and '#' is punctuation, so spell accidentals as words: "F sharp minor").
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -22,9 +25,11 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 
 
-def normalize_text(text: str) -> str:
-  """Lower case, no punctuation or articles, single spaces."""
-  text = _ARTICLES.sub(" ", text.lower().translate(_PUNCT))
+def normalize_text(text: str, *, drop_articles: bool = True) -> str:
+  """Lower case, no punctuation, no articles (unless `drop_articles=False`), single spaces."""
+  text = text.lower().translate(_PUNCT)
+  if drop_articles:
+    text = _ARTICLES.sub(" ", text)
   return " ".join(text.split())
 
 
@@ -56,7 +61,8 @@ def extract_answer(completion: str) -> str | None:
   return None if m is None else m.group(1)
 
 
-def accuracy_reward(completions: Sequence[str], answers: Sequence[str]) -> np.ndarray:
+def accuracy_reward(completions: Sequence[str], answers: Sequence[str], *,
+                    drop_articles: bool = True) -> np.ndarray:
   """1.0 where the normalised `<answer>` equals the normalised reference answer; a missing
   `<answer>` scores 0. Returns float32 `[B]`."""
   completions = _strings("completions", completions)
@@ -65,12 +71,14 @@ def accuracy_reward(completions: Sequence[str], answers: Sequence[str]) -> np.nd
   out = []
   for c, a in zip(completions, answers):
     got = extract_answer(c)
-    out.append(got is not None and normalize_text(got) == normalize_text(a))
+    out.append(got is not None and normalize_text(got, drop_articles=drop_articles)
+               == normalize_text(a, drop_articles=drop_articles))
   return np.array(out, np.float32)
 
 
 def structured_thinking_reward(completions: Sequence[str],
-                               references: Sequence[Mapping[str, str]]) -> np.ndarray:
+                               references: Sequence[Mapping[str, str]], *,
+                               drop_articles: bool = True) -> np.ndarray:
   """Fraction of each reference's metadata categories whose normalised value appears (as
   whole words) in the normalised `<think>` section; 0 without one, and 0 for a reference with
   no categories. Returns float32 `[B]`."""
@@ -84,8 +92,8 @@ def structured_thinking_reward(completions: Sequence[str],
     m = _THINK.search(c)
     if m is None or not ref:
       continue
-    think = f" {normalize_text(m.group(1))} "
-    hits = [f" {normalize_text(str(v))} " in think for v in ref.values()
-            if normalize_text(str(v))]
+    norm = functools.partial(normalize_text, drop_articles=drop_articles)
+    think = f" {norm(m.group(1))} "
+    hits = [f" {norm(str(v))} " in think for v in ref.values() if norm(str(v))]
     out[i] = sum(hits) / len(ref)
   return out

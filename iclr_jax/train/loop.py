@@ -134,16 +134,18 @@ def _evaluate(eval_fn, state, step, writer) -> dict[str, Any]:
 
 def fit(fns, loss_fn: Callable, batch_fn: Callable[[int], Any], *, optim: Mapping[str, Any],
         steps: int, key: jax.Array, workdir: str, mesh, log_every: int,
-        checkpoint_every: int) -> Any:
+        checkpoint_every: int, frozen: Any = None) -> Any:
   """The common case of `train_loop`: the parameters of `fns` (`nn.functional.
   ModelFunctions`) trained on `loss_fn(params, batch, key) -> (loss, metrics)` for `steps`
   steps of the optimizer `optim` describes, on host batches `batch_fn(step)` sharded over
-  the mesh's 'data' axis; resumed or reloaded from `workdir`. Returns the final parameters."""
+  the mesh's 'data' axis; resumed or reloaded from `workdir`. Returns the final parameters.
+  `frozen`: weights the loss reads untrained, `loss_fn(params, batch, key, frozen)` (see
+  `state.make_update_step`); `fns` needs only `init_params`."""
   optimizer = make_optimizer(optim, total_steps=steps)
   factory = train_state_factory(fns.init_params, optimizer, key, mesh)
   state, _ = train_loop(
       workdir=workdir, init_state=factory.init, restore_target=factory.abstract,
-      train_step=make_train_step(loss_fn, optimizer, mesh, factory.shardings),
+      train_step=make_train_step(loss_fn, optimizer, mesh, factory.shardings, frozen=frozen),
       batch_fn=lambda s: mesh_lib.global_batch_from_full(batch_fn(s), mesh), key=key,
       total_steps=steps, log_every=log_every, checkpoint_every=checkpoint_every)
   return state.params

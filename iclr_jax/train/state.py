@@ -114,10 +114,12 @@ UpdateFn = Callable[[Any, Any, Any, jax.Array], tuple[Any, Any, dict]]
 
 
 def gradient_update(loss_fn: LossFn, optimizer: optax.GradientTransformation) -> UpdateFn:
-  """One optimizer step on `loss_fn(params, batch, key) -> (loss, aux)`; metrics are loss,
-  grad_norm and aux."""
-  def update(params, opt_state, batch, key):
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, key)
+  """One optimizer step on `loss_fn(params, batch, key[, frozen]) -> (loss, aux)`; metrics
+  are loss, grad_norm and aux. `frozen` (when the step is built with one) is passed
+  through, never differentiated."""
+  def update(params, opt_state, batch, key, *frozen):
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, key,
+                                                                    *frozen)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **aux}
     return optax.apply_updates(params, updates), opt_state, metrics
@@ -125,7 +127,7 @@ def gradient_update(loss_fn: LossFn, optimizer: optax.GradientTransformation) ->
 
 
 def make_update_step(update: UpdateFn, mesh: Mesh, shardings: TrainState, *,
-                     donate: bool = True):
+                     donate: bool = True, frozen: Any = None):
   """Jitted `(state, first_bad, batch, key) -> (state, first_bad, metrics)` around any
   update (one gradient step, or rollouts followed by several minibatch updates).
 
@@ -136,24 +138,32 @@ def make_update_step(update: UpdateFn, mesh: Mesh, shardings: TrainState, *,
   lets the loop check it only when it logs or saves. Start it replicated like the output
   (`jax.device_put(-1, state.step.sharding)`, as `loop.train_loop` does): a single-device
   scalar would cost a second compilation.
+
+  `frozen`: a pytree the update reads but does not train (e.g. a pretrained LLM under a
+  LoRA), given to `update` as a fifth argument. It is an argument of the jitted function,
+  replicated, never a constant baked into the program.
   """
   rep = mesh_lib.replicated(mesh)
 
-  def step(state: TrainState, first_bad, batch, key):
+  def step(state: TrainState, first_bad, batch, key, *extra):
     key = jax.random.fold_in(key, state.step)
-    params, opt_state, metrics = update(state.params, state.opt_state, batch, key)
+    params, opt_state, metrics = update(state.params, state.opt_state, batch, key, *extra)
     bad_now = ~jnp.isfinite(metrics["loss"])
     first_bad = jnp.where((first_bad < 0) & bad_now, state.step + 1, first_bad)
     return TrainState(state.step + 1, params, opt_state), first_bad, metrics
 
-  return jax.jit(step,
-                 in_shardings=(shardings, rep, mesh_lib.batch_sharding(mesh), rep),
-                 out_shardings=(shardings, rep, rep),
-                 donate_argnums=(0,) if donate else ())
+  in_shardings = (shardings, rep, mesh_lib.batch_sharding(mesh), rep)
+  jitted = jax.jit(step, in_shardings=in_shardings + ((rep,) if frozen is not None else ()),
+                   out_shardings=(shardings, rep, rep), donate_argnums=(0,) if donate else ())
+  if frozen is None:
+    return jitted
+  frozen = jax.device_put(frozen, rep)
+  return lambda state, first_bad, batch, key: jitted(state, first_bad, batch, key, frozen)
 
 
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh,
-                    shardings: TrainState, *, donate: bool = True):
-  """`make_update_step` of one gradient step on `loss_fn` (see there)."""
+                    shardings: TrainState, *, donate: bool = True, frozen: Any = None):
+  """`make_update_step` of one gradient step on `loss_fn` (see there; with `frozen`, the
+  loss is `loss_fn(params, batch, key, frozen)`)."""
   return make_update_step(gradient_update(loss_fn, optimizer), mesh, shardings,
-                          donate=donate)
+                          donate=donate, frozen=frozen)

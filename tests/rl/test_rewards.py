@@ -38,3 +38,17 @@ def test_bad_input():
     rl.accuracy_reward(["a"], ["a", "b"])
   with pytest.raises(ValueError, match=r"completions\[1\] must be a string"):
     rl.format_reward(["a", 3])
+
+
+def test_keep_articles_for_music_keys():
+  # SQuAD's rule reads the key "A major" as "major"; music answers keep the article.
+  got = rl.accuracy_reward(["<answer>major</answer>", "<answer>A major</answer>"],
+                           ["A major", "A major"], drop_articles=False)
+  np.testing.assert_array_equal(got, [0, 1])
+  np.testing.assert_array_equal(
+      rl.accuracy_reward(["<answer>major</answer>"], ["A major"]), [1])
+  refs = [{"tonic": "A", "mode": "minor"}]
+  think = ["<think>The tonic is A, minor third.</think><answer>A minor</answer>"]
+  np.testing.assert_allclose(rl.structured_thinking_reward(think, refs, drop_articles=False),
+                             [1.0])
+  np.testing.assert_allclose(rl.structured_thinking_reward(think, refs), [0.5])

@@ -1,0 +1,135 @@
+"""The audio–language model of the Music Flamingo stages: the pretrained LLM (frozen, LoRA on
+its q/k/v kernels) reading 'num_tokens' soft tokens from the audio front end (encoder +
+connector) placed in the user turn of its chat template.
+
+    model = AudioLM(lm, config)                    # host-side wrapper
+    trainable = model.init(key, encoder=...)       # {'audio': front-end state, 'lora': {...}}
+    ids, start = model.prompt_ids("What key is this music in?")
+    texts = model.answer(trainable, mels, questions)   # greedy answers
+
+Training code uses `model.loss(trainable, frozen, batch)` (`frozen` = the LLM's weights,
+passed as an argument of the jitted step) and `model.pack(...)` to build batches.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from iclr_jax.audio.alm import alm_generate, alm_loss, alm_token_logprobs
+from iclr_jax.nn.functional import frozen_backbone, model_functions
+from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
+from iclr_jax.recipes.audio import settings
+
+_MARK = "\x00AUDIO\x00"
+
+
+class AudioLM:
+
+  def __init__(self, lm, config):
+    self.lm, self.tok, self.config = lm, lm.tokenizer, config
+    self.alpha = float(config.alm.alpha)
+    self.num_tokens = int(config.alm.num_tokens)
+    self.audio_fns = model_functions(
+        lambda k: settings.front_end(config, lm.spec.d_model, k))
+    text = self.tok.chat_prompt([{"role": "system", "content": config.alm.system},
+                                 {"role": "user", "content": _MARK + "\n" + _MARK}])
+    head, _, tail = text.split(_MARK)
+    self._head = self.tok.encode(head)
+    self._tail = self.tok.encode(tail)
+    self.start = len(self._head)
+    end = self.tok.encode("<|im_end|>")  # the chat turn's end, where the template has one
+    self.end_id = end[0] if len(end) == 1 else self.tok.eos_id
+
+  # ----- parameters
+  def init(self, key, encoder=None) -> dict:
+    """Fresh trainable parameters; `encoder` (an AudioEncoder state) replaces the random
+    encoder (stage 0's export)."""
+    audio = self.audio_fns.init_params(jax.random.fold_in(key, 0))
+    if encoder is not None:
+      audio = nnx.State(dict(audio, encoder=encoder))
+    lora = init_lora(jax.random.fold_in(key, 1), self.lm.params, [QKV_KERNELS],
+                     rank=int(self.config.alm.rank))
+    return {"audio": audio, "lora": lora}
+
+  def abstract(self) -> dict:
+    return jax.eval_shape(lambda: self.init(jax.random.key(0)))
+
+  # ----- prompts
+  def prompt_ids(self, question: str | None) -> list[int]:
+    """Chat prompt with `num_tokens` audio placeholders at [start, start + num_tokens) (or
+    none, for the text-only baseline, when `question` is given with no audio: see
+    `text_prompt_ids`)."""
+    return (self._head + [self.tok.pad_id] * self.num_tokens
+            + self.tok.encode_text("\n" + question) + self._tail)
+
+  def text_prompt_ids(self, question: str) -> list[int]:
+    return self.tok.chat_ids([{"role": "system", "content": self.config.alm.system},
+                              {"role": "user", "content": question}])
+
+  def target_ids(self, answer: str) -> list[int]:
+    return self.tok.encode_text(answer) + [self.end_id]
+
+  def pack(self, prompts: list[list[int]], targets: list[list[int]], length: int):
+    """tokens int32 [B, length], mask float32 [B, length] (mask[b, t] = 1 where
+    tokens[b, t + 1] is a target token); sequences longer than `length` are cut."""
+    tokens = np.full((len(prompts), length), self.tok.pad_id, np.int32)
+    mask = np.zeros((len(prompts), length), np.float32)
+    for b, (p, r) in enumerate(zip(prompts, targets)):
+      if len(p) >= length:
+        raise ValueError(f"a prompt of {len(p)} tokens leaves no target token within the "
+                         f"packed length {length}; raise the length (config.alm.max_len or "
+                         "config.grpo.max_len)")
+      seq = (p + r)[:length]
+      tokens[b, :len(seq)] = seq
+      mask[b, len(p) - 1:len(seq) - 1] = 1.0
+    return tokens, mask
+
+  # ----- pure functions (call inside jit)
+  def _backbone(self, trainable, frozen):
+    return frozen_backbone(self.lm.functions, merge_lora(frozen, trainable["lora"],
+                                                         alpha=self.alpha))
+
+  def audio_tokens(self, trainable, mel, use_audio: bool = True):
+    soft = self.audio_fns.apply(trainable["audio"], mel)
+    return soft if use_audio else jnp.zeros_like(soft)
+
+  def loss(self, trainable, frozen, batch, *, use_audio: bool = True):
+    return alm_loss(self._backbone(trainable, frozen),
+                    self.audio_tokens(trainable, batch["mel"], use_audio), batch["tokens"],
+                    batch["mask"], start=self.start)
+
+  def token_logprobs(self, trainable, frozen, mel, tokens):
+    return alm_token_logprobs(self._backbone(trainable, frozen),
+                              self.audio_tokens(trainable, mel), tokens, start=self.start)
+
+  @functools.partial(jax.jit, static_argnames=("self", "max_new_tokens", "use_audio"))
+  def _generate(self, trainable, frozen, mel, prompt, lengths, key, temperature, *,
+                max_new_tokens, use_audio):
+    return alm_generate(self._backbone(trainable, frozen),
+                        self.audio_tokens(trainable, mel, use_audio), prompt, lengths, key,
+                        start=self.start, max_new_tokens=max_new_tokens,
+                        stop_ids=tuple(self.tok.stop_ids), pad_id=self.tok.pad_id,
+                        temperature=temperature)
+
+  # ----- host side
+  def generate(self, trainable, mels: np.ndarray, prompts: list[list[int]], *,
+               max_new_tokens: int, key=None, temperature: float = 0.0,
+               use_audio: bool = True) -> list[list[int]]:
+    """Host-side: replies (token ids, stop token excluded) to prompts with audio mels."""
+    length = -(-max(len(p) for p in prompts) // 16) * 16
+    tokens = np.full((len(prompts), length), self.tok.pad_id, np.int32)
+    for b, p in enumerate(prompts):
+      tokens[b, :len(p)] = p
+    lengths = np.array([len(p) for p in prompts], np.int32)
+    key = jax.random.key(0) if key is None else key
+    out, num = self._generate(trainable, self.lm.params, jnp.asarray(mels, jnp.float32),
+                              jnp.asarray(tokens), jnp.asarray(lengths), key,
+                              jnp.float32(temperature), max_new_tokens=max_new_tokens,
+                              use_audio=use_audio)
+    out, num = np.asarray(out), np.asarray(num)
+    return [out[b, :max(int(num[b]), 0)].tolist() for b in range(len(prompts))]

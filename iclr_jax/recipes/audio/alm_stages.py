@@ -1,0 +1,172 @@
+"""Stages 1 and 2 of Music Flamingo at our scale, and the evaluation every stage shares.
+
+- 'skills': supervised fine-tuning on MF-Skills-like data. Each example is one train clip
+  with one question about an applicable skill (or a request for a caption) and its short
+  answer; the encoder (from stage 0's export), the connector and the LoRA train together.
+  `config.alm.use_audio=False` trains the same model with the soft tokens zeroed: the
+  text-only control, which can learn only the answers' priors.
+- 'think': the chain-of-thought cold start: the same questions asking for reasoning, the
+  targets MF-Think-like traces `<think>evidence</think><answer>…</answer>`; starts from the
+  skills stage's export.
+
+Evaluation: every applicable skill of every test clip (one fixed phrasing), greedy answers,
+matched to the reference after `rl.normalize_text(drop_articles=False)`; for the reasoning
+stages the `<answer>` part is matched and the format rate is reported too.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+from iclr_jax.datasets import music_qa
+from iclr_jax.nn.functional import model_functions
+from iclr_jax.recipes.audio import settings
+from iclr_jax.recipes.audio.alm_model import AudioLM
+from iclr_jax.recipes.audio.clips import ClipSet, clip_sets
+from iclr_jax.recipes.audio.encoder_stage import export, load_export
+from iclr_jax.rl.rewards import extract_answer, format_reward, normalize_text
+from iclr_jax.train import mesh as mesh_lib
+from iclr_jax.train.loop import fit
+from iclr_jax.recipes.common import language_model
+
+CAPTION_QUESTIONS = ("Describe this music.", "Write a caption for this recording.")
+THINK_SUFFIX = (" Reason step by step inside <think></think>, then give the answer inside "
+                "<answer></answer>.")
+
+
+def _question(skill: str, rng, think: bool) -> str:
+  if skill == "caption":
+    return CAPTION_QUESTIONS[int(rng.integers(len(CAPTION_QUESTIONS)))]
+  return music_qa.question(skill, rng) + (THINK_SUFFIX if think else "")
+
+
+def example(clips: ClipSet, i: int, rng, *, think: bool, captions: bool = True
+            ) -> tuple[str, str]:
+  """(question, target) for clip i: a random applicable skill (or a caption)."""
+  skills = [s for s in music_qa.SKILLS if clips.answers[i][s] is not None]
+  if captions and not think:
+    skills.append("caption")
+  skill = skills[int(rng.integers(len(skills)))]
+  if skill == "caption":
+    return _question(skill, rng, think), music_qa.caption(clips.labels[i])
+  target = clips.thinks[i][skill] if think else clips.answers[i][skill]
+  return _question(skill, rng, think), target
+
+
+def sft_batch_fn(model: AudioLM, clips: ClipSet, config, *, think: bool):
+  def batch_fn(step):
+    rng = np.random.default_rng([config.seed, step])
+    idx = rng.integers(len(clips), size=config.batch_size)
+    qa = [example(clips, int(i), rng, think=think) for i in idx]
+    tokens, mask = model.pack([model.prompt_ids(q) for q, _ in qa],
+                              [model.target_ids(a) for _, a in qa], config.alm.max_len)
+    return {"mel": clips.mels[idx].astype(np.float32), "tokens": tokens, "mask": mask}
+  return batch_fn
+
+
+def initial_trainable(model: AudioLM, config) -> dict:
+  """Stage 'skills' starts from the encoder stage's export (or a random encoder when
+  `init_from` is ''); 'think' and 'grpo' from the previous stage's full export."""
+  key = jax.random.key(config.seed)
+  if config.stage == "skills":
+    if not config.init_from:
+      return model.init(key)
+    enc = model_functions(lambda k: settings.classifier(config, k))
+    abstract = jax.eval_shape(enc.init_params, key)
+    return model.init(key, encoder=load_export(config.init_from, abstract)["encoder"])
+  if not config.init_from:
+    raise ValueError(f"stage {config.stage!r} needs config.init_from, the previous stage's "
+                     "workdir")
+  return jax.tree.map(lambda x: x, load_export(config.init_from, model.abstract()))
+
+
+def _match(pred: str, ref: str) -> bool:
+  return normalize_text(pred, drop_articles=False) == normalize_text(ref, drop_articles=False)
+
+
+def eval_items(clips: ClipSet, config) -> list[tuple[int, str]]:
+  n = len(clips) if not config.eval.clips else min(config.eval.clips, len(clips))
+  return [(i, s) for i in range(n) for s in music_qa.SKILLS
+          if clips.answers[i][s] is not None]
+
+
+def evaluate(model: AudioLM, trainable, clips: ClipSet, config, *, think: bool,
+             use_audio: bool = True, method: str) -> list[dict]:
+  """Per-skill accuracy rows (and format rate when `think`) on the test clips."""
+  items = eval_items(clips, config)
+  questions = [music_qa.QUESTIONS[s][0] + " " + music_qa.HINTS[s]
+               + (THINK_SUFFIX if think else "") for _, s in items]
+  max_new = config.eval.think_tokens if think else config.eval.max_new_tokens
+  replies = []
+  for k in range(0, len(items), config.eval.batch_size):
+    chunk = items[k:k + config.eval.batch_size]
+    mels = clips.mels[[i for i, _ in chunk]]
+    ids = model.generate(trainable, mels, [model.prompt_ids(q) for q in
+                                           questions[k:k + len(chunk)]],
+                         max_new_tokens=max_new, use_audio=use_audio)
+    replies += [model.tok.decode(r) for r in ids]
+  return score_rows(items, replies, clips, method=method, think=think)
+
+
+def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool) -> list[dict]:
+  rows = []
+  for skill in music_qa.SKILLS:
+    sel = [k for k, (_, s) in enumerate(items) if s == skill]
+    if not sel:
+      continue
+    preds = [(extract_answer(replies[k]) or "") if think else replies[k] for k in sel]
+    refs = [clips.answers[items[k][0]][skill] for k in sel]
+    row = dict(method=method, skill=skill, n=len(sel),
+               accuracy=float(np.mean([_match(p, r) for p, r in zip(preds, refs)])))
+    if think:
+      row["format"] = float(np.mean(format_reward([replies[k] for k in sel])))
+    rows.append(row)
+  return rows
+
+
+def text_only_rows(model: AudioLM, clips: ClipSet, config) -> list[dict]:
+  """The pretrained LLM given only the question (no audio, no training)."""
+  items = eval_items(clips, config)
+  prompts = [model.text_prompt_ids(music_qa.QUESTIONS[s][0] + " " + music_qa.HINTS[s])
+             for _, s in items]
+  replies = []
+  for k in range(0, len(prompts), config.eval.batch_size):
+    replies += model.lm.generate(
+        [model.tok.decode(p) for p in prompts[k:k + config.eval.batch_size]],
+        max_new_tokens=config.eval.max_new_tokens)
+  replies = [r.split("<|im_end|>")[0] for r in replies]
+  return score_rows(items, replies, clips, method="llm_text_only", think=False)
+
+
+def train_sft(config, workdir: str, study) -> None:
+  think = config.stage == "think"
+  clips = clip_sets(config, settings.data_dir(config))
+  lm = language_model(config)
+  model = AudioLM(lm, config)
+  mesh = mesh_lib.make_mesh(config.mesh)
+  mesh_lib.check_batch_size(config.batch_size, mesh)
+  use_audio = bool(config.alm.use_audio)
+  init = initial_trainable(model, config)
+
+  class _Init:  # `fit` needs only init_params
+    init_params = staticmethod(lambda key: init)
+
+  def loss_fn(trainable, batch, key, frozen):
+    del key
+    return model.loss(trainable, frozen, batch, use_audio=use_audio), {}
+
+  trainable = fit(_Init, loss_fn, sft_batch_fn(model, clips["train"], config, think=think),
+                  optim=config.optim, steps=config.steps, key=jax.random.key(config.seed),
+                  workdir=os.path.join(workdir, "train"), mesh=mesh,
+                  log_every=config.log_every, checkpoint_every=config.checkpoint_every,
+                  frozen=lm.params)
+  export(workdir, trainable)
+  method = f"alm_{config.stage}" + ("" if use_audio else "_text_only")
+  rows = evaluate(model, trainable, clips["test"], config, think=think, use_audio=use_audio,
+                  method=method)
+  if config.stage == "skills" and use_audio:
+    rows += text_only_rows(model, clips["test"], config)
+  study.record([dict(r, stage=config.stage, seed=config.seed) for r in rows])

@@ -1,0 +1,37 @@
+"""Music Flamingo at our scale: an audio–language model on the pretrained LLM, trained in
+stages on real scores rendered to audio (`configs/audio/*.py`, one per stage).
+
+    encoder -> skills (SFT) -> think (CoT cold start) -> grpo
+
+Each stage reads the clip sets (`clips.clip_sets`, rendered once and shared), trains
+(resumable from its workdir), exports its parameters for the next stage
+(`config.init_from`) and appends per-skill test accuracies to `results.jsonl`; the report
+(`report.write_report`) gathers every stage's rows into one table.
+"""
+
+from __future__ import annotations
+
+from iclr_jax.recipes import common
+from iclr_jax.recipes.audio import settings
+
+
+def _check(config) -> None:
+  if config.stage not in settings.STAGES:
+    raise ValueError(f"config.stage must be one of {settings.STAGES}, got {config.stage!r}")
+  if config.stage != "encoder" and config.stage != "skills" and not config.init_from:
+    raise ValueError(f"config.stage={config.stage!r} needs config.init_from (the previous "
+                     "stage's workdir)")
+  if config.steps < 1:
+    raise ValueError(f"config.steps must be >= 1, got {config.steps}")
+
+
+def train_and_evaluate(config, workdir: str):
+  study = common.open_study(config, workdir, key=("stage", "method", "skill", "seed"),
+                            check=_check)
+  if study.select(stage=config.stage, seed=config.seed):
+    return study.rows
+  from iclr_jax.recipes.audio import alm_stages, encoder_stage, grpo_stage  # pylint: disable=import-outside-toplevel
+  run = {"encoder": encoder_stage.train_encoder, "skills": alm_stages.train_sft,
+         "think": alm_stages.train_sft, "grpo": grpo_stage.train_grpo}[config.stage]
+  run(config, workdir, study)
+  return study.rows
