@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from iclr_jax.checks import static_int
 from iclr_jax.lm.backbone import Backbone
+from iclr_jax.lm.head import chunked_head_loss
 from iclr_jax.lm.sampling import decode_with_cache
 
 
@@ -57,21 +58,29 @@ def alm_hidden(backbone: Backbone, audio_tokens: jax.Array, tokens: jax.Array, *
 
 
 def alm_token_logprobs(backbone: Backbone, audio_tokens: jax.Array, tokens: jax.Array, *,
-                       start: int) -> jax.Array:
-  """float32 [b, s − 1]: log p(tokens[:, t + 1] | audio, tokens[:, :t + 1])."""
+                       start: int, chunk_size: int | None = 512) -> jax.Array:
+  """float32 [b, s − 1]: log p(tokens[:, t + 1] | audio, tokens[:, :t + 1]). The head runs
+  on `chunk_size` positions at a time, so [b, s, V] logits are never held at once."""
   h = alm_hidden(backbone, audio_tokens, tokens, start=start)[:, :-1]
-  logits = jnp.matmul(h, backbone.kernel.astype(h.dtype)).astype(jnp.float32)
-  logp = jax.nn.log_softmax(logits, axis=-1)
-  return jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+  b, s, d = h.shape
+
+  def logprob(logits, target):
+    logz = jax.nn.logsumexp(logits, axis=-1)
+    return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
+
+  out = chunked_head_loss(h.reshape(b * s, d), backbone.kernel, None, logprob,
+                          tokens[:, 1:].reshape(-1), chunk_size=chunk_size)
+  return out.reshape(b, s)
 
 
 def alm_loss(backbone: Backbone, audio_tokens: jax.Array, tokens: jax.Array,
-             mask: jax.Array, *, start: int) -> jax.Array:
+             mask: jax.Array, *, start: int, chunk_size: int | None = 512) -> jax.Array:
   """Mean cross-entropy over the targets `mask` [b, s] marks: mask[b, t] = 1 where
   tokens[b, t + 1] is a target (the last column is ignored)."""
   if jnp.shape(mask) != jnp.shape(tokens):
     raise ValueError(f"mask must match tokens {jnp.shape(tokens)}, got {jnp.shape(mask)}")
-  logp = alm_token_logprobs(backbone, audio_tokens, tokens, start=start)
+  logp = alm_token_logprobs(backbone, audio_tokens, tokens, start=start,
+                            chunk_size=chunk_size)
   m = mask[:, :-1].astype(jnp.float32)
   return -jnp.sum(logp * m) / jnp.maximum(m.sum(), 1.0)
 

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from iclr_jax.audio.keys import PITCH_CLASSES
+from iclr_jax.audio.keys import PITCH_CLASSES, key_name
 from iclr_jax.datasets.music import Score
 from iclr_jax.datasets.music_render import RenderSpec, clip_labels, sounding
 
@@ -91,8 +91,31 @@ def _pc_profile(score: Score, spec: RenderSpec) -> np.ndarray:
   return prof
 
 
-def _names(pcs) -> str:
-  words = [spoken(PITCH_CLASSES[p % 12]) for p in pcs]
+_LETTERS = "CDEFGAB"
+_NATURAL = (0, 2, 4, 5, 7, 9, 11)
+_DEGREES = {"major": (0, 2, 4, 5, 7, 9, 11), "minor": (0, 2, 3, 5, 7, 8, 11)}  # harmonic
+
+
+def spell(pc: int, key: int | None = None) -> str:
+  """A pitch class spelled in words, in a key (key index) when given: a note of the key's
+  scale (harmonic minor) takes the scale's letter ('C sharp' in D minor, 'B flat' in F
+  major); other notes and key=None use `PITCH_CLASSES`."""
+  pc = int(pc) % 12
+  if key is not None:
+    mode = "minor" if key >= 12 else "major"
+    tonic = key % 12
+    name = key_name(key).split()[0]
+    offsets = _DEGREES[mode]
+    if (pc - tonic) % 12 in offsets:
+      letter = _LETTERS[(_LETTERS.index(name[0]) + offsets.index((pc - tonic) % 12)) % 7]
+      shift = (pc - _NATURAL[_LETTERS.index(letter)] + 6) % 12 - 6
+      if abs(shift) <= 1:
+        return letter + {-1: " flat", 0: "", 1: " sharp"}[shift]
+  return spoken(PITCH_CLASSES[pc])
+
+
+def _names(pcs, key: int | None = None) -> str:
+  words = [spell(p, key) for p in pcs]
   return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
 
 
@@ -102,16 +125,16 @@ def _key_evidence(score, spec, labels) -> str:
   tonic = labels["key_index"] % 12
   third = (tonic + (4 if labels["mode"] == "major" else 3)) % 12
   fifth = (tonic + 7) % 12
-  lines = [f"The most sustained pitch classes are {_names(top)}."]
+  key = labels["key_index"]
+  lines = [f"The most sustained pitch classes are {_names(top, key)}."]
   triad = "present" if min(prof[tonic], prof[third], prof[fifth]) > 0 else "incomplete"
-  lines.append(f"The triad {_names([tonic, third, fifth])} is {triad}, and "
-               f"{spoken(PITCH_CLASSES[third])} lies a {labels['mode']} third above "
-               f"{spoken(PITCH_CLASSES[tonic])}.")
+  lines.append(f"The triad {_names([tonic, third, fifth], key)} is {triad}, and "
+               f"{spell(third, key)} lies a {labels['mode']} third above "
+               f"{spell(tonic, key)}.")
   lead = (tonic - 1) % 12
   if prof[lead] > 0:
-    lines.append(f"{spoken(PITCH_CLASSES[lead])} appears as the leading tone.")
-  lines.append(f"So the tonic is {spoken(PITCH_CLASSES[tonic])} and the mode is "
-               f"{labels['mode']}.")
+    lines.append(f"{spell(lead, key)} appears as the leading tone.")
+  lines.append(f"So the tonic is {spell(tonic, key)} and the mode is {labels['mode']}.")
   return " ".join(lines)
 
 

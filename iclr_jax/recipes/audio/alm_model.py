@@ -4,8 +4,8 @@ connector) placed in the user turn of its chat template.
 
     model = AudioLM(lm, config)                    # host-side wrapper
     trainable = model.init(key, encoder=...)       # {'audio': front-end state, 'lora': {...}}
-    ids, start = model.prompt_ids("What key is this music in?")
-    texts = model.answer(trainable, mels, questions)   # greedy answers
+    mel = model.listen(audio, sample_rate=16000)   # checked log-mel of a raw clip
+    texts = model.ask(trainable, audio, 16000, ["What key is this music in?"])
 
 Training code uses `model.loss(trainable, frozen, batch)` (`frozen` = the LLM's weights,
 passed as an argument of the jitted step) and `model.pack(...)` to build batches.
@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from iclr_jax.audio.features import log_mel
 from iclr_jax.audio.alm import alm_generate, alm_loss, alm_token_logprobs
 from iclr_jax.nn.functional import frozen_backbone, model_functions
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
@@ -133,3 +134,41 @@ class AudioLM:
                               use_audio=use_audio)
     out, num = np.asarray(out), np.asarray(num)
     return [out[b, :max(int(num[b]), 0)].tolist() for b in range(len(prompts))]
+
+  def listen(self, audio, *, sample_rate: int) -> np.ndarray:
+    """Host-side: the log-mel frames the model reads, float32 [b, frames, n_mels], of raw
+    clips float [b, n] (or [n]) at the model's sample rate. A clip must have the model's
+    duration (frames), a sound above silence, and the model's rate: resample other rates
+    first (e.g. `scipy.signal.resample_poly`); nothing is resampled silently."""
+    m = self.config.data.mel
+    if int(sample_rate) != int(m.sample_rate):
+      raise ValueError(f"sample_rate must be the model's {m.sample_rate} Hz, got "
+                       f"{sample_rate}; resample the audio first")
+    audio = np.atleast_2d(np.asarray(audio))
+    if not np.issubdtype(audio.dtype, np.floating) or audio.ndim != 2:
+      raise ValueError(f"audio must be float [batch, samples] or [samples], got "
+                       f"{audio.dtype} {audio.shape}")
+    if not np.all(np.isfinite(audio)):
+      raise ValueError("audio holds NaN or inf samples")
+    quiet = np.abs(audio).max(axis=1) < 1e-4
+    if quiet.any():
+      raise ValueError(f"clips {np.flatnonzero(quiet)[:5].tolist()} are silent (peak below "
+                       "1e-4); the model has nothing to listen to")
+    expected = int(round(self.config.data.seconds * m.sample_rate))
+    if audio.shape[1] != expected:
+      raise ValueError(f"clips must hold {expected} samples ({self.config.data.seconds} s "
+                       f"at {m.sample_rate} Hz, what the model was trained on), got "
+                       f"{audio.shape[1]}; crop or pad them")
+    return np.asarray(log_mel(audio.astype(np.float32), sample_rate=m.sample_rate,
+                              n_fft=m.n_fft, hop_length=m.hop_length, n_mels=m.n_mels))
+
+  def ask(self, trainable, audio, sample_rate: int, questions: list[str], *,
+          max_new_tokens: int = 16) -> list[str]:
+    """Host-side: greedy answers to one question per clip (audio float [b, n])."""
+    mels = self.listen(audio, sample_rate=sample_rate)
+    if len(questions) != mels.shape[0]:
+      raise ValueError(f"give one question per clip: {mels.shape[0]} clips, "
+                       f"{len(questions)} questions")
+    ids = self.generate(trainable, mels, [self.prompt_ids(q) for q in questions],
+                        max_new_tokens=max_new_tokens)
+    return [self.tok.decode(r) for r in ids]

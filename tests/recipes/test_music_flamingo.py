@@ -1,0 +1,144 @@
+"""Music Flamingo's four stages on smoke configs (a tiny random LLM with SmolLM2's tokenizer,
+a few rendered clips): each trains, exports and evaluates, the next starts from its export;
+a run killed mid-stage resumes from its checkpoint to the same parameters as an
+uninterrupted one (the fit-based stages through 'skills', GRPO's own loop)."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("music21")
+pytest.importorskip("tinysoundfont")
+
+from iclr_jax.recipes.audio import alm_stages, grpo_stage  # noqa: E402
+from iclr_jax.recipes.audio import music_flamingo as mf  # noqa: E402
+from iclr_jax.recipes.audio.alm_model import AudioLM  # noqa: E402
+from iclr_jax.recipes.audio.encoder_stage import load_export  # noqa: E402
+from iclr_jax.recipes.common import language_model  # noqa: E402
+from tests.recipes.config_files import smoke_config  # noqa: E402
+
+
+class Killed(Exception):
+  pass
+
+
+def _config(name, data_dir, init_from=""):
+  c = smoke_config(name)
+  c.data_dir = data_dir
+  c.init_from = init_from
+  return c
+
+
+def _export(config, workdir):
+  model = AudioLM(language_model(config), config)
+  return load_export(workdir, model.abstract())
+
+
+def _kill_at(monkeypatch, module, name, step):
+  real = getattr(module, name)
+
+  def wrapped(*args, **kwargs):
+    fn = real(*args, **kwargs) if name.endswith("_fn") else None
+    if fn is None:
+      if args[-1] == step:
+        raise Killed
+      return real(*args, **kwargs)
+
+    def batch(s):
+      if s == step:
+        raise Killed
+      return fn(s)
+    return batch
+
+  monkeypatch.setattr(module, name, wrapped)
+
+
+@pytest.mark.slow
+def test_stages_chain_export_and_resume(tmp_path, monkeypatch):
+  # A random model never writes the tags, so every reward would be 0 and GRPO would not
+  # move; a deterministic stand-in reward (reply length mod 3) gives it advantages.
+  def stand_in(texts, answers, references, weights):
+    del answers, references, weights
+    total = np.array([len(t) % 3 for t in texts], np.float32)
+    return {"format": total * 0, "accuracy": total, "thinking": total * 0, "total": total}
+
+  monkeypatch.setattr(grpo_stage, "rewards", stand_in)
+  data = str(tmp_path / "data")
+  dirs = {s: str(tmp_path / s) for s in ("encoder", "skills", "think", "grpo")}
+  names = {"encoder": "encoder", "skills": "skills_sft", "think": "think_sft", "grpo": "grpo"}
+  prev = ""
+  for stage in dirs:
+    rows = mf.train_and_evaluate(_config(names[stage], data, prev), dirs[stage])
+    mine = [r for r in rows if r["stage"] == stage]
+    assert mine and all(0.0 <= r["accuracy"] <= 1.0 and r["n"] > 0 for r in mine)
+    prev = dirs[stage]
+  methods = {r["method"] for r in rows}
+  assert {"encoder_heads", "krumhansl_schmuckler", "majority"} <= {
+      json.loads(line)["method"] for line in open(os.path.join(dirs["encoder"],
+                                                               "results.jsonl"))}
+  assert methods == {"alm_grpo"}
+
+  # skills: killed at step 3 (checkpoint at 2), restarted: the same export.
+  config = _config("skills_sft", data, dirs["encoder"])
+  _kill_at(monkeypatch, alm_stages, "sft_batch_fn", 2)
+  with pytest.raises(Killed):
+    mf.train_and_evaluate(config, str(tmp_path / "skills_resumed"))
+  monkeypatch.undo()
+  mf.train_and_evaluate(config, str(tmp_path / "skills_resumed"))
+  want = _export(config, dirs["skills"])
+  got = _export(config, str(tmp_path / "skills_resumed"))
+  for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+  # grpo: killed while sampling step 2 (checkpoint at 1), restarted: the same export.
+  config = _config("grpo", data, dirs["think"])
+  _kill_at(monkeypatch, grpo_stage, "rollouts", 1)
+  monkeypatch.setattr(grpo_stage, "rewards", stand_in)
+  with pytest.raises(Killed):
+    mf.train_and_evaluate(config, str(tmp_path / "grpo_resumed"))
+  monkeypatch.undo()
+  monkeypatch.setattr(grpo_stage, "rewards", stand_in)
+  mf.train_and_evaluate(config, str(tmp_path / "grpo_resumed"))
+  want = _export(config, dirs["grpo"])
+  before = _export(config, dirs["think"])
+  moved = [float(np.abs(np.asarray(a) - np.asarray(b)).max())
+           for a, b in zip(jax.tree.leaves(want["lora"]), jax.tree.leaves(before["lora"]))]
+  assert max(moved) > 0  # GRPO changed the LoRA, so the comparison below means something
+  got = _export(config, str(tmp_path / "grpo_resumed"))
+  for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_config(tmp_path):
+  c = smoke_config("think_sft")
+  with pytest.raises(ValueError, match="needs config.init_from"):
+    mf.train_and_evaluate(c, str(tmp_path / "t"))
+  c = smoke_config("encoder")
+  c.stage = "pretrain"
+  with pytest.raises(ValueError, match="config.stage must be one of"):
+    mf.train_and_evaluate(c, str(tmp_path / "e"))
+
+
+def test_listen_and_ask_check_their_audio():
+  c = smoke_config("skills_sft")
+  model = AudioLM(language_model(c), c)
+  trainable = model.init(jax.random.key(0))
+  n = int(c.data.seconds * c.data.mel.sample_rate)
+  t = np.arange(n) / c.data.mel.sample_rate
+  clip = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+  mel = model.listen(clip, sample_rate=16000)
+  assert mel.shape == (1, 1 + n // c.data.mel.hop_length, c.data.mel.n_mels)
+  assert len(model.ask(trainable, clip[None], 16000, ["What key?"], max_new_tokens=2)) == 1
+  with pytest.raises(ValueError, match="sample_rate must be the model's 16000 Hz, got 44100"):
+    model.listen(clip, sample_rate=44100)
+  with pytest.raises(ValueError, match=r"clips \[0\] are silent"):
+    model.listen(np.zeros(n, np.float32), sample_rate=16000)
+  with pytest.raises(ValueError, match=f"clips must hold {n} samples"):
+    model.listen(clip[:100], sample_rate=16000)
+  with pytest.raises(ValueError, match="NaN or inf"):
+    model.listen(np.full(n, np.nan, np.float32), sample_rate=16000)
+  with pytest.raises(ValueError, match="one question per clip"):
+    model.ask(trainable, clip[None], 16000, ["a", "b"])
