@@ -34,4 +34,6 @@ def train_and_evaluate(config, workdir: str):
   run = {"encoder": encoder_stage.train_encoder, "skills": alm_stages.train_sft,
          "think": alm_stages.train_sft, "grpo": grpo_stage.train_grpo}[config.stage]
   run(config, workdir, study)
+  from iclr_jax.recipes.audio import report  # pylint: disable=import-outside-toplevel
+  report.write(workdir)
   return study.rows

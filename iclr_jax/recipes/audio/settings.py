@@ -32,7 +32,8 @@ def base_config(config_path: str, arg: str | None, stage: str):
   c.stage = stage
   c.seed = 0
   c.data_dir = ""  # '' = under the cache, named by the data config's hash
-  c.data = dict(collections=("chorale", "folk"), limit=0, test_fraction=0.2,
+  # data.version: bumped when the generated questions or traces change (new clip sets).
+  c.data = dict(version=2, collections=("chorale", "folk"), limit=0, test_fraction=0.2,
                 clips_per_piece=4, test_clips_per_piece=2, seconds=6.0, seed=0,
                 mel=dict(sample_rate=16000, n_fft=2048, hop_length=320, n_mels=128))
   c.encoder = dict(d_model=192, num_layers=4, num_heads=4, patch=4)
