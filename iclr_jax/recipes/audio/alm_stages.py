@@ -16,6 +16,7 @@ stages the `<answer>` part is matched and the format rate is reported too.
 
 from __future__ import annotations
 
+import json
 import os
 
 import jax
@@ -94,7 +95,7 @@ def eval_items(clips: ClipSet, config) -> list[tuple[int, str]]:
 
 
 def evaluate(model: AudioLM, trainable, clips: ClipSet, config, *, think: bool,
-             use_audio: bool = True, method: str) -> list[dict]:
+             use_audio: bool = True, method: str, workdir: str | None = None) -> list[dict]:
   """Per-skill accuracy rows (and format rate when `think`) on the test clips."""
   items = eval_items(clips, config)
   questions = [music_qa.QUESTIONS[s][0] + " " + music_qa.HINTS[s]
@@ -108,10 +109,22 @@ def evaluate(model: AudioLM, trainable, clips: ClipSet, config, *, think: bool,
                                            questions[k:k + len(chunk)]],
                          max_new_tokens=max_new, use_audio=use_audio)
     replies += [model.tok.decode(r) for r in ids]
-  return score_rows(items, replies, clips, method=method, think=think)
+  return score_rows(items, replies, clips, method=method, think=think, workdir=workdir)
 
 
-def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool) -> list[dict]:
+def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
+               workdir: str | None = None) -> list[dict]:
+  """Per-skill rows; with `workdir`, every item's reply is kept in
+  `<workdir>/predictions_<method>.jsonl` (clip, skill, reference, reply, correct)."""
+  if workdir is not None:
+    preds = []
+    for (i, skill), reply in zip(items, replies):
+      ref = clips.answers[i][skill]
+      pred = (extract_answer(reply) or "") if think else reply
+      preds.append(dict(clip=i, piece=clips.labels[i]["piece"], skill=skill, reference=ref,
+                        reply=reply, correct=bool(_match(pred, ref))))
+    with open(os.path.join(workdir, f"predictions_{method}.jsonl"), "w") as f:
+      f.writelines(json.dumps(p) + "\n" for p in preds)
   rows = []
   for skill in music_qa.SKILLS:
     sel = [k for k, (_, s) in enumerate(items) if s == skill]
@@ -127,7 +140,8 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool) -> l
   return rows
 
 
-def text_only_rows(model: AudioLM, clips: ClipSet, config) -> list[dict]:
+def text_only_rows(model: AudioLM, clips: ClipSet, config, workdir: str | None = None
+                   ) -> list[dict]:
   """The pretrained LLM given only the question (no audio, no training)."""
   items = eval_items(clips, config)
   prompts = [model.text_prompt_ids(music_qa.QUESTIONS[s][0] + " " + music_qa.HINTS[s])
@@ -138,7 +152,8 @@ def text_only_rows(model: AudioLM, clips: ClipSet, config) -> list[dict]:
         [model.tok.decode(p) for p in prompts[k:k + config.eval.batch_size]],
         max_new_tokens=config.eval.max_new_tokens)
   replies = [r.split("<|im_end|>")[0] for r in replies]
-  return score_rows(items, replies, clips, method="llm_text_only", think=False)
+  return score_rows(items, replies, clips, method="llm_text_only", think=False,
+                    workdir=workdir)
 
 
 def train_sft(config, workdir: str, study) -> None:
@@ -166,7 +181,7 @@ def train_sft(config, workdir: str, study) -> None:
   export(workdir, trainable)
   method = f"alm_{config.stage}" + ("" if use_audio else "_text_only")
   rows = evaluate(model, trainable, clips["test"], config, think=think, use_audio=use_audio,
-                  method=method)
+                  method=method, workdir=workdir)
   if config.stage == "skills" and use_audio:
-    rows += text_only_rows(model, clips["test"], config)
+    rows += text_only_rows(model, clips["test"], config, workdir)
   study.record([dict(r, stage=config.stage, seed=config.seed) for r in rows])

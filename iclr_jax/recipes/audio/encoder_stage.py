@@ -8,7 +8,9 @@ that does not apply to a clip is masked). Its final parameters are exported (Orb
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections import Counter
 
 import jax
@@ -39,8 +41,18 @@ def skill_loss(logits: dict, labels: dict) -> tuple[jax.Array, dict]:
 
 
 def accuracy_rows(method: str, predictions: dict[str, np.ndarray],
-                  truth: dict[str, np.ndarray], **extra) -> list[dict]:
-  """One row per skill: accuracy over the test clips where the skill applies."""
+                  truth: dict[str, np.ndarray], workdir: str | None = None,
+                  **extra) -> list[dict]:
+  """One row per skill: accuracy over the test clips where the skill applies. With
+  `workdir`, each item is kept in `<workdir>/predictions_<method>.jsonl`."""
+  if workdir is not None:
+    with open(os.path.join(workdir, f"predictions_{method}.jsonl"), "w") as f:
+      for skill, pred in predictions.items():
+        names = settings.CLASSES[skill]
+        for i in np.flatnonzero(truth[skill] >= 0):
+          f.write(json.dumps(dict(clip=int(i), skill=skill, reference=names[truth[skill][i]],
+                                  reply=names[int(pred[i])],
+                                  correct=bool(pred[i] == truth[skill][i]))) + "\n")
   rows = []
   for skill, pred in predictions.items():
     valid = truth[skill] >= 0
@@ -52,6 +64,8 @@ def accuracy_rows(method: str, predictions: dict[str, np.ndarray],
 
 
 def export(workdir: str, params) -> None:
+  """Saves a stage's final parameters (Orbax) to `<workdir>/export`, replacing any there."""
+  shutil.rmtree(os.path.join(workdir, "export"), ignore_errors=True)
   ckpt = Checkpointer(os.path.join(workdir, "export"), every_steps=1, keep=1)
   ckpt.save(0, params, force=True)
   ckpt.wait()
@@ -81,18 +95,19 @@ def _predict(fns, params, clips: ClipSet, batch_size: int) -> dict[str, np.ndarr
   return {s: np.concatenate(v) for s, v in out.items()}
 
 
-def baseline_rows(train: ClipSet, test: ClipSet) -> list[dict]:
+def baseline_rows(train: ClipSet, test: ClipSet, workdir: str | None = None) -> list[dict]:
   """Krumhansl–Schmuckler on the clip's mean chroma (key, mode) and the majority class."""
   truth = settings.label_arrays(test.labels)
   found = np.asarray(find_key(test.chroma))
-  rows = accuracy_rows("krumhansl_schmuckler", {"key": found, "mode": found // 12}, truth)
+  rows = accuracy_rows("krumhansl_schmuckler", {"key": found, "mode": found // 12}, truth,
+                       workdir)
   ytr = settings.label_arrays(train.labels)
   majority = {}
   for s in SKILLS:
     seen = Counter(ytr[s][ytr[s] >= 0].tolist()).most_common(1)
     if seen:
       majority[s] = np.full(len(test), seen[0][0], np.int32)
-  return rows + accuracy_rows("majority", majority, truth)
+  return rows + accuracy_rows("majority", majority, truth, workdir)
 
 
 def train_encoder(config, workdir: str, study) -> None:
@@ -119,6 +134,6 @@ def train_encoder(config, workdir: str, study) -> None:
   export(workdir, params)
   truth = settings.label_arrays(test.labels)
   rows = accuracy_rows("encoder_heads", _predict(fns, params, test, config.eval.batch_size),
-                       truth)
+                       truth, workdir)
   study.record([dict(r, stage="encoder", seed=config.seed)
-                for r in rows + baseline_rows(train, test)])
+                for r in rows + baseline_rows(train, test, workdir)])

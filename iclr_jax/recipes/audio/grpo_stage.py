@@ -124,5 +124,6 @@ def train_grpo(config, workdir: str, study) -> None:
     ckpt.close()
   trainable = {"audio": audio, "lora": state["lora"]}
   export(workdir, trainable)
-  rows = evaluate(model, trainable, clips["test"], config, think=True, method="alm_grpo")
+  rows = evaluate(model, trainable, clips["test"], config, think=True, method="alm_grpo",
+                  workdir=workdir)
   study.record([dict(r, stage="grpo", seed=config.seed) for r in rows])

@@ -3,6 +3,7 @@ of stage workdirs (each stage's `config.json` names the previous one in `init_fr
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 
@@ -16,17 +17,43 @@ ORDER = ("majority", "krumhansl_schmuckler", "llm_text_only", "alm_skills_text_o
          "encoder_heads", "alm_skills", "alm_think", "alm_grpo")
 
 
-def chain_rows(workdir: str) -> list[dict]:
-  """The results rows of `workdir` and of every stage before it (via `init_from`)."""
-  rows, seen = [], set()
-  while workdir and os.path.abspath(workdir) not in seen:
-    seen.add(os.path.abspath(workdir))
-    rows += read_jsonl(os.path.join(workdir, "results.jsonl"))
+def chain(workdir: str) -> list[str]:
+  """`workdir` and every stage workdir before it (via each `config.json`'s `init_from`)."""
+  out = []
+  while workdir and os.path.abspath(workdir) not in out:
+    out.append(os.path.abspath(workdir))
     path = os.path.join(workdir, "config.json")
     if not os.path.exists(path):
       break
     with open(path) as f:
       workdir = json.load(f).get("init_from", "")
+  return out
+
+
+def chain_rows(workdir: str) -> list[dict]:
+  """The results rows of `workdir` and of every stage before it."""
+  return [r for d in chain(workdir) for r in read_jsonl(os.path.join(d, "results.jsonl"))]
+
+
+def subset_rows(workdir: str, clips: int) -> list[dict]:
+  """Per-skill rows recomputed from the kept predictions over test clips [0, clips), so
+  stages evaluated on different numbers of clips compare on the same items."""
+  rows = []
+  for d in chain(workdir):
+    stage = [r for r in read_jsonl(os.path.join(d, "results.jsonl"))]
+    for path in sorted(glob.glob(os.path.join(d, "predictions_*.jsonl"))):
+      method = os.path.basename(path)[len("predictions_"):-len(".jsonl")]
+      items = [p for p in read_jsonl(path) if p["clip"] < clips]
+      first = next((r for r in stage if r["method"] == method), {})
+      for skill in SKILLS:
+        mine = [p["correct"] for p in items if p["skill"] == skill]
+        if mine:
+          row = dict(method=method, stage=first.get("stage", "?"), skill=skill,
+                     n=len(mine), accuracy=float(np.mean(mine)))
+          if "format" in first:
+            row["format"] = float(np.mean([r["format"] for r in stage
+                                           if r["method"] == method]))
+          rows.append(row)
   return rows
 
 
@@ -50,9 +77,14 @@ def table(rows: list[dict]) -> str:
   return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}")])
 
 
-def write(workdir: str) -> str:
-  """Writes `<workdir>/table.md` over the stage chain ending at `workdir`; returns it."""
-  text = table(chain_rows(workdir))
+def write(workdir: str, *, common_clips: int | None = None) -> str:
+  """Writes `<workdir>/table.md` over the stage chain ending at `workdir` (every method on
+  all the clips it was evaluated on; with `common_clips`, also on test clips
+  [0, common_clips) only, from the kept predictions); returns it."""
+  text = "All evaluated test clips:\n\n" + table(chain_rows(workdir))
+  if common_clips:
+    text += (f"\n\nThe first {common_clips} test clips (the same items for every row):\n\n"
+             + table(subset_rows(workdir, common_clips)))
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write(text + "\n")
   return text
