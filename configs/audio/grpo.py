@@ -17,7 +17,7 @@ def get_config(arg=None):
   c.grpo = dict(prompts_per_step=4, group=4, temperature=1.0, max_new_tokens=128,
                 max_len=224, lr=2e-5, reward_weights=dict(format=0.5, accuracy=1.0,
                                                            thinking=0.5))
-  c.steps = 20
+  c.steps = 12
   c.eval.clips = 60
   c.log_every = 1
   c.checkpoint_every = 5

@@ -20,7 +20,7 @@ def get_config(arg=None):
     c.batch_size = 8
     c.steps = 400
     c.eval.clips = 150
-    c.optim = dict(lr=5e-4, warmup_steps=30, weight_decay=0.0, grad_clip=1.0)
+    c.optim = dict(lr=1e-3, warmup_steps=30, weight_decay=0.0, grad_clip=1.0)
     c.log_every = 20
     c.checkpoint_every = 50
   return c

@@ -17,7 +17,7 @@ def get_config(arg=None):
   c.alm.max_len = 128 if smoke else 192
   if not smoke:
     c.batch_size = 8
-    c.steps = 150
+    c.steps = 100
     c.eval.clips = 60
     c.optim = dict(lr=3e-4, warmup_steps=20, weight_decay=0.0, grad_clip=1.0)
     c.log_every = 20

@@ -80,6 +80,12 @@ def test_stages_chain_export_and_resume(tmp_path, monkeypatch):
       json.loads(line)["method"] for line in open(os.path.join(dirs["encoder"],
                                                                "results.jsonl"))}
   assert methods == {"alm_grpo"}
+  # The report gathers the whole chain, on all clips and on the common subset.
+  with open(os.path.join(dirs["grpo"], "table.md")) as f:
+    text = f.read()
+  for method in ("majority", "krumhansl_schmuckler", "encoder_heads", "llm_text_only",
+                 "alm_skills", "alm_think", "alm_grpo"):
+    assert text.count(f"| {method} |") == 2, method
 
   # skills: killed at step 3 (checkpoint at 2), restarted: the same export.
   config = _config("skills_sft", data, dirs["encoder"])
@@ -142,3 +148,20 @@ def test_listen_and_ask_check_their_audio():
     model.listen(np.full(n, np.nan, np.float32), sample_rate=16000)
   with pytest.raises(ValueError, match="one question per clip"):
     model.ask(trainable, clip[None], 16000, ["a", "b"])
+
+
+@pytest.mark.parametrize("train_encoder", [False, True])
+def test_encoder_trains_only_when_asked(train_encoder):
+  c = smoke_config("skills_sft")
+  c.alm.train_encoder = train_encoder
+  model = AudioLM(language_model(c), c)
+  trainable = model.init(jax.random.key(0))
+  prompts = [model.prompt_ids("What key?")] * 2
+  tokens, mask = model.pack(prompts, [model.target_ids("C major")] * 2, 48)
+  frames = 1 + int(c.data.seconds * c.data.mel.sample_rate) // c.data.mel.hop_length
+  batch = {"mel": np.random.default_rng(0).normal(size=(2, frames, c.data.mel.n_mels))
+           .astype(np.float32), "tokens": tokens, "mask": mask}
+  grads = jax.grad(lambda t: model.loss(t, model.lm.params, batch))(trainable)
+  norm = lambda tree: float(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(tree)))
+  assert norm(grads["audio"]["connector"]) > 0 and norm(grads["lora"]) > 0
+  assert (norm(grads["audio"]["encoder"]) > 0) == train_encoder

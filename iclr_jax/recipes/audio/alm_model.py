@@ -96,7 +96,10 @@ class AudioLM:
                                                          alpha=self.alpha))
 
   def audio_tokens(self, trainable, mel, use_audio: bool = True):
-    soft = self.audio_fns.apply(trainable["audio"], mel)
+    audio = trainable["audio"]
+    if not self.config.alm.train_encoder:  # gradients reach the connector only
+      audio = nnx.State(dict(audio, encoder=jax.lax.stop_gradient(audio["encoder"])))
+    soft = self.audio_fns.apply(audio, mel)
     return soft if use_audio else jnp.zeros_like(soft)
 
   def loss(self, trainable, frozen, batch, *, use_audio: bool = True):

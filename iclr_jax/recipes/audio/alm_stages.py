@@ -44,13 +44,13 @@ def _question(skill: str, rng, think: bool) -> str:
   return music_qa.question(skill, rng) + (THINK_SUFFIX if think else "")
 
 
-def example(clips: ClipSet, i: int, rng, *, think: bool, captions: bool = True
+def example(clips: ClipSet, i: int, rng, *, think: bool, caption_fraction: float = 0.0
             ) -> tuple[str, str]:
-  """(question, target) for clip i: a random applicable skill (or a caption)."""
+  """(question, target) for clip i: a caption with probability `caption_fraction` (never
+  when `think`), else a uniformly drawn applicable skill."""
   skills = [s for s in music_qa.SKILLS if clips.answers[i][s] is not None]
-  if captions and not think:
-    skills.append("caption")
-  skill = skills[int(rng.integers(len(skills)))]
+  caption = not think and rng.random() < caption_fraction
+  skill = "caption" if caption else skills[int(rng.integers(len(skills)))]
   if skill == "caption":
     return _question(skill, rng, think), music_qa.caption(clips.labels[i])
   target = clips.thinks[i][skill] if think else clips.answers[i][skill]
@@ -61,7 +61,8 @@ def sft_batch_fn(model: AudioLM, clips: ClipSet, config, *, think: bool):
   def batch_fn(step):
     rng = np.random.default_rng([config.seed, step])
     idx = rng.integers(len(clips), size=config.batch_size)
-    qa = [example(clips, int(i), rng, think=think) for i in idx]
+    qa = [example(clips, int(i), rng, think=think,
+                  caption_fraction=config.alm.caption_fraction) for i in idx]
     tokens, mask = model.pack([model.prompt_ids(q) for q, _ in qa],
                               [model.target_ids(a) for _, a in qa], config.alm.max_len)
     return {"mel": clips.mels[idx].astype(np.float32), "tokens": tokens, "mask": mask}

@@ -40,7 +40,11 @@ def base_config(config_path: str, arg: str | None, stage: str):
   c.model = "smollm2-135m-instruct"
   c.dtype = "float32"
   c.random_model_sizes = {}
+  # train_encoder: False keeps stage 0's encoder fixed (the connector and LoRA learn to
+  # read it), as Audio Flamingo aligns a pretrained encoder; caption_fraction: the share of
+  # SFT examples that ask for a caption instead of one skill.
   c.alm = dict(num_tokens=16, rank=8, alpha=16.0, max_len=96, use_audio=True,
+               train_encoder=False, caption_fraction=0.1,
                system="You are a music expert. Listen to the audio and answer.")
   c.init_from = ""  # the previous stage's workdir
   c.batch_size = 32
