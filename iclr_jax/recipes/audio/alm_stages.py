@@ -89,9 +89,16 @@ def _match(pred: str, ref: str) -> bool:
   return normalize_text(pred, drop_articles=False) == normalize_text(ref, drop_articles=False)
 
 
+def eval_clips(n_clips: int, limit: int) -> list[int]:
+  """The test clips a stage evaluates: all, or `limit` drawn by a fixed permutation (the
+  clips are ordered by piece and collection, so a prefix would hold chorales only); a
+  smaller limit gives a subset of a larger one's clips."""
+  order = np.random.default_rng(0).permutation(n_clips)
+  return sorted(order[:limit].tolist()) if limit else list(range(n_clips))
+
+
 def eval_items(clips: ClipSet, config) -> list[tuple[int, str]]:
-  n = len(clips) if not config.eval.clips else min(config.eval.clips, len(clips))
-  return [(i, s) for i in range(n) for s in music_qa.SKILLS
+  return [(i, s) for i in eval_clips(len(clips), config.eval.clips) for s in music_qa.SKILLS
           if clips.answers[i][s] is not None]
 
 
@@ -143,16 +150,26 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
 
 def text_only_rows(model: AudioLM, clips: ClipSet, config, workdir: str | None = None
                    ) -> list[dict]:
-  """The pretrained LLM given only the question (no audio, no training)."""
+  """The pretrained LLM given only the question (no audio, no training), answering by
+  choice: of the skill's possible answers, the one whose text (then the turn's end) it
+  gives the highest log-probability. Free generation scores 0 here: it answers in
+  sentences ("This music is in the key of E")."""
   items = eval_items(clips, config)
-  prompts = [model.text_prompt_ids(music_qa.QUESTIONS[s][0] + " " + music_qa.HINTS[s])
-             for _, s in items]
-  replies = []
-  for k in range(0, len(prompts), config.eval.batch_size):
-    replies += model.lm.generate(
-        [model.tok.decode(p) for p in prompts[k:k + config.eval.batch_size]],
-        max_new_tokens=config.eval.max_new_tokens)
-  replies = [r.split("<|im_end|>")[0] for r in replies]
+  prompts, options = [], []
+  for _, s in items:
+    text = model.tok.decode(model.text_prompt_ids(music_qa.QUESTIONS[s][0] + " "
+                                                  + music_qa.HINTS[s]))
+    prompts += [text] * len(settings.CLASSES[s])
+    options += [f"{o}<|im_end|>" for o in settings.CLASSES[s]]
+  logp = []
+  step = 8 * config.eval.batch_size
+  for k in range(0, len(prompts), step):
+    logp += list(model.lm.score(prompts[k:k + step], options[k:k + step]))
+  replies, at = [], 0
+  for _, s in items:
+    n = len(settings.CLASSES[s])
+    replies.append(settings.CLASSES[s][int(np.argmax(logp[at:at + n]))])
+    at += n
   return score_rows(items, replies, clips, method="llm_text_only", think=False,
                     workdir=workdir)
 

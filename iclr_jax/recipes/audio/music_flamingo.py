@@ -35,5 +35,5 @@ def train_and_evaluate(config, workdir: str):
          "think": alm_stages.train_sft, "grpo": grpo_stage.train_grpo}[config.stage]
   run(config, workdir, study)
   from iclr_jax.recipes.audio import report  # pylint: disable=import-outside-toplevel
-  report.write(workdir, common_clips=config.eval.clips or None)
+  report.write(workdir)
   return study.rows

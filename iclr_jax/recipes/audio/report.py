@@ -35,25 +35,35 @@ def chain_rows(workdir: str) -> list[dict]:
   return [r for d in chain(workdir) for r in read_jsonl(os.path.join(d, "results.jsonl"))]
 
 
-def subset_rows(workdir: str, clips: int) -> list[dict]:
-  """Per-skill rows recomputed from the kept predictions over test clips [0, clips), so
+def _predictions(workdir: str):
+  for d in chain(workdir):
+    stage = read_jsonl(os.path.join(d, "results.jsonl"))
+    for path in sorted(glob.glob(os.path.join(d, "predictions_*.jsonl"))):
+      yield stage, os.path.basename(path)[len("predictions_"):-len(".jsonl")], read_jsonl(path)
+
+
+def common_clips(workdir: str) -> set[int]:
+  """The test clips every method along the chain was evaluated on."""
+  sets = [{p["clip"] for p in items} for _, _, items in _predictions(workdir)]
+  return set.intersection(*sets) if sets else set()
+
+
+def subset_rows(workdir: str, clips: set[int]) -> list[dict]:
+  """Per-skill rows recomputed from the kept predictions over the given test clips, so
   stages evaluated on different numbers of clips compare on the same items."""
   rows = []
-  for d in chain(workdir):
-    stage = [r for r in read_jsonl(os.path.join(d, "results.jsonl"))]
-    for path in sorted(glob.glob(os.path.join(d, "predictions_*.jsonl"))):
-      method = os.path.basename(path)[len("predictions_"):-len(".jsonl")]
-      items = [p for p in read_jsonl(path) if p["clip"] < clips]
-      first = next((r for r in stage if r["method"] == method), {})
-      for skill in SKILLS:
-        mine = [p["correct"] for p in items if p["skill"] == skill]
-        if mine:
-          row = dict(method=method, stage=first.get("stage", "?"), skill=skill,
-                     n=len(mine), accuracy=float(np.mean(mine)))
-          if "format" in first:
-            row["format"] = float(np.mean([r["format"] for r in stage
-                                           if r["method"] == method]))
-          rows.append(row)
+  for stage, method, items in _predictions(workdir):
+    items = [p for p in items if p["clip"] in clips]
+    first = next((r for r in stage if r["method"] == method), {})
+    for skill in SKILLS:
+      mine = [p["correct"] for p in items if p["skill"] == skill]
+      if mine:
+        row = dict(method=method, stage=first.get("stage", "?"), skill=skill, n=len(mine),
+                   accuracy=float(np.mean(mine)))
+        if "format" in first:
+          row["format"] = float(np.mean([r["format"] for r in stage
+                                         if r["method"] == method]))
+        rows.append(row)
   return rows
 
 
@@ -77,14 +87,15 @@ def table(rows: list[dict]) -> str:
   return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}")])
 
 
-def write(workdir: str, *, common_clips: int | None = None) -> str:
-  """Writes `<workdir>/table.md` over the stage chain ending at `workdir` (every method on
-  all the clips it was evaluated on; with `common_clips`, also on test clips
-  [0, common_clips) only, from the kept predictions); returns it."""
+def write(workdir: str) -> str:
+  """Writes `<workdir>/table.md` over the stage chain ending at `workdir`: every method on
+  all the clips it was evaluated on, then every method on the clips all were evaluated on
+  (from the kept predictions); returns it."""
   text = "All evaluated test clips:\n\n" + table(chain_rows(workdir))
-  if common_clips:
-    text += (f"\n\nThe first {common_clips} test clips (the same items for every row):\n\n"
-             + table(subset_rows(workdir, common_clips)))
+  common = common_clips(workdir)
+  if common:
+    text += (f"\n\nThe {len(common)} test clips every row was evaluated on:\n\n"
+             + table(subset_rows(workdir, common)))
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write(text + "\n")
   return text
