@@ -82,7 +82,7 @@ def initial_trainable(model: AudioLM, config) -> dict:
   if not config.init_from:
     raise ValueError(f"stage {config.stage!r} needs config.init_from, the previous stage's "
                      "workdir")
-  return jax.tree.map(lambda x: x, load_export(config.init_from, model.abstract()))
+  return load_export(config.init_from, model.abstract())
 
 
 def _match(pred: str, ref: str) -> bool:
