@@ -72,6 +72,23 @@ def next_token_logprobs(functions: ModelFunctions, params, tokens: jax.Array) ->
   return out.reshape(b, s).at[:, -1].set(0.0)
 
 
+def pack_replies(prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[int]],
+                 length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+  """Host-side: prompt + reply token rows for a policy-gradient or SFT loss.
+
+  Returns tokens int32 [B, length] (right-padded with `pad_id`, rows longer than `length`
+  cut) and mask float32 [B, length]: mask[b, t] = 1 where tokens[b, t + 1] is a reply token
+  (the positions whose next-token log-prob the loss uses).
+  """
+  tokens = np.full((len(prompts), length), pad_id, np.int32)
+  mask = np.zeros((len(prompts), length), np.float32)
+  for b, (p, r) in enumerate(zip(prompts, replies)):
+    seq = (list(p) + list(r))[:length]
+    tokens[b, :len(seq)] = seq
+    mask[b, len(p) - 1:len(seq) - 1] = 1.0
+  return tokens, mask
+
+
 class PretrainedLM:
   """A pretrained causal LM: `logits`, `generate`, `score`, `chat` (see `iclr_jax.llm`).
 

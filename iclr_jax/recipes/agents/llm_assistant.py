@@ -29,8 +29,8 @@ from absl import logging
 from iclr_jax.envs import propersim as env
 from iclr_jax.envs.propersim_llm import read_message
 from iclr_jax.llm.model import next_token_logprobs
+from iclr_jax.llm.model import pack_replies as pack
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
-from iclr_jax.recipes.prompt_opt.grpo_lora import pack
 from iclr_jax.rl.preference import dpo_loss
 
 SYSTEM = ("You are a proactive home assistant. When asked, either write one short "

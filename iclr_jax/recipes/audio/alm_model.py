@@ -21,6 +21,7 @@ import numpy as np
 from flax import nnx
 
 from iclr_jax.audio.features import log_mel
+from iclr_jax.llm.model import pack_replies
 from iclr_jax.audio.alm import alm_generate, alm_loss, alm_token_logprobs
 from iclr_jax.nn.functional import frozen_backbone, model_functions
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
@@ -78,17 +79,12 @@ class AudioLM:
   def pack(self, prompts: list[list[int]], targets: list[list[int]], length: int):
     """tokens int32 [B, length], mask float32 [B, length] (mask[b, t] = 1 where
     tokens[b, t + 1] is a target token); sequences longer than `length` are cut."""
-    tokens = np.full((len(prompts), length), self.tok.pad_id, np.int32)
-    mask = np.zeros((len(prompts), length), np.float32)
-    for b, (p, r) in enumerate(zip(prompts, targets)):
+    for p in prompts:
       if len(p) >= length:
         raise ValueError(f"a prompt of {len(p)} tokens leaves no target token within the "
                          f"packed length {length}; raise the length (config.alm.max_len or "
                          "config.grpo.max_len)")
-      seq = (p + r)[:length]
-      tokens[b, :len(seq)] = seq
-      mask[b, len(p) - 1:len(seq) - 1] = 1.0
-    return tokens, mask
+    return pack_replies(prompts, targets, length, self.tok.pad_id)
 
   # ----- pure functions (call inside jit)
   def _backbone(self, trainable, frozen):

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from iclr_jax.llm.model import next_token_logprobs
+from iclr_jax.llm.model import pack_replies as pack
 from iclr_jax.nn.lora import QKV_KERNELS as QKV
 from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter, conversation
@@ -64,18 +65,6 @@ def make_step(functions, optimizer, *, alpha: float):
     return optax.apply_updates(adapters, updates), opt_state, loss
 
   return step
-
-
-def pack(prompts: list[list[int]], replies: list[list[int]], length: int, pad_id: int):
-  """tokens int [B, length] and mask [B, length]: mask[b, t] = 1 where tokens[b, t + 1] is a
-  reply token (the positions whose next-token log-prob the policy gradient uses)."""
-  tokens = np.full((len(prompts), length), pad_id, np.int32)
-  mask = np.zeros((len(prompts), length), np.float32)
-  for b, (p, r) in enumerate(zip(prompts, replies)):
-    seq = (p + r)[:length]
-    tokens[b, :len(seq)] = seq
-    mask[b, len(p) - 1:len(seq) - 1] = 1.0
-  return tokens, mask
 
 
 def _prompt_ids(lm, instruction, examples, placement):
