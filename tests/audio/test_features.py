@@ -1,6 +1,7 @@
 """The log-mel front end against librosa, chroma on pure tones, Krumhansl–Schmuckler against
 a float64 Pearson correlation."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -93,3 +94,23 @@ def test_bad_input():
     audio.key_correlations(jnp.ones((3, 11)))
   with pytest.raises(ValueError, match="key index"):
     audio.key_name(24)
+
+
+class LogMelVariantsTest(chex.TestCase):
+  """log_mel and key_correlations equal their references with and without jit."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_against_references(self):
+    y = _signal(3000, seed=3)
+    fn = self.variant(lambda a: audio.log_mel(a, sample_rate=SR, n_fft=512, hop_length=160,
+                                              n_mels=40))
+    ref = librosa.feature.melspectrogram(y=y.astype(np.float64), sr=SR, n_fft=512,
+                                         hop_length=160, n_mels=40, pad_mode="constant").T
+    got = fn(y)
+    chex.assert_shape(got, ref.shape)
+    np.testing.assert_allclose(np.asarray(got), np.log(ref + 1e-6), atol=1e-4)
+    prof = np.random.default_rng(1).random((3, 12))
+    want = np.array([[np.corrcoef(p, row)[0, 1] for row in audio.key_templates()]
+                     for p in prof])
+    np.testing.assert_allclose(np.asarray(self.variant(audio.key_correlations)(prof)), want,
+                               atol=1e-5)
