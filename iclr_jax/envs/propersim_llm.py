@@ -9,6 +9,10 @@ matched as word prefixes) occur most often, and the tone the first `STYLE_MARKER
 found (encouraging, formal, friendly, concise, in that order), or concise for a message of
 at most 12 words with no marker. A message naming no category or no tone meets neither
 preference nor communication. Every `suggestion_text` reads back as its own action.
+Markers match whole words only ("they" holds no "hey", "may include" no "may i"), and a
+category word ending in `\\b` is matched whole too ("tea" is not "team"): a policy trained on
+these scores must not be able to earn a criterion with a word that merely contains a marker
+(an earlier substring reading let the LLM assistant learn "They're ..." as a friendly tone).
 
 `llm_criteria` asks one question per criterion and reads the first 0 / 1 / no / yes of each
 reply (small chat models answer "No." more often than "0"). A reply with none is no
@@ -53,15 +57,15 @@ QUESTIONS = {
 CATEGORY_WORDS = {
     "productivity": ("task", "plan", "todo", "to-do", "schedule", "organi", "priorit",
                      "deadline", "email", "focus"),
-    "wellness": ("stretch", "breath", "water", "walk", "relax", "meditat", "rest", "posture",
+    "wellness": ("stretch", "breath", "water", "walk", "relax", "meditat", r"rest\b", "posture",
                  "yoga", "hydrat"),
     "food": ("eat", "meal", "recipe", "snack", "cook", "dinner", "lunch", "breakfast", "food",
-             "dressing", "tea", "fruit", "salad"),
+             "dressing", r"tea\b", "fruit", "salad"),
     "social": ("friend", "call", "message", "family", "invite", "catch up", "neighbo"),
     "entertainment": ("music", "podcast", "movie", "film", "show", "game", "playlist",
                       "song", "episode", "comedy"),
-    "learning": ("read", "article", "learn", "book", "course", "study", "lesson", "curious",
-                 "language"),
+    "learning": (r"read\b", "reading", "article", "learn", "book", "course", "study",
+                 "lesson", "curious", "language"),
 }
 STYLE_MARKERS = (
     ("encouraging", ("you've got this", "you got this", "you can do", "doing great",
@@ -71,6 +75,10 @@ STYLE_MARKERS = (
     ("concise", ("suggestion:",)),
 )
 _BIT = re.compile(r"\b(0|1|no|yes)\b", re.IGNORECASE)
+_CATEGORY_RES = tuple(tuple(re.compile(r"\b" + (w if w.endswith("\\b") else re.escape(w)))
+                            for w in words) for words in CATEGORY_WORDS.values())
+_STYLE_RES = tuple((name, tuple(re.compile(r"(?<![a-z0-9])" + re.escape(m) + r"(?![a-z0-9])")
+                                for m in marks)) for name, marks in STYLE_MARKERS)
 
 
 def suggestion_text(action: int) -> str:
@@ -89,11 +97,10 @@ def read_message(text: str) -> tuple[bool, int, int]:
   t = " ".join((text or "").lower().split())
   if not t or t.strip(" .!\"'").startswith("no recommendation"):
     return False, -1, -1
-  hits = [sum(len(re.findall(r"\b" + re.escape(w), t)) for w in words)
-          for words in CATEGORY_WORDS.values()]
+  hits = [sum(len(r.findall(t)) for r in res) for res in _CATEGORY_RES]
   category = int(np.argmax(hits)) if max(hits) > 0 else -1
-  style = next((env.STYLES.index(name) for name, marks in STYLE_MARKERS
-                if any(m in t for m in marks)), -1)
+  style = next((env.STYLES.index(name) for name, marks in _STYLE_RES
+                if any(m.search(t) for m in marks)), -1)
   if style < 0 and len(t.split()) <= 12:
     style = env.STYLES.index("concise")
   return True, category, style

@@ -154,6 +154,16 @@ def test_read_message_reads_every_template_back_and_free_text_by_keywords():
   assert L.read_message("Grab a snack?") == (True, food, E.STYLES.index("concise"))
   long_vague = "I think the weather today is lovely and you might enjoy some time outside"
   assert L.read_message(long_vague) == (True, -1, -1)
+  # markers and whole-word category entries match whole words, not parts of others: the
+  # LLM assistant once learned that "They're ..." read as the friendly "hey"
+  friendly, formal = E.STYLES.index("friendly"), E.STYLES.index("formal")
+  assert L.read_message("They're reflecting on the day and they may include more of it "
+                        "in their evening routine") == (True, -1, -1)
+  assert L.read_message("The team is ready, so they restate what was said before lunch "
+                        "today") == (True, food, -1)
+  assert L.read_message("Hey, they say a walk helps.")[2] == friendly
+  assert L.read_message("May I suggest a cup of tea?") == (True, food, formal)
+  assert L.read_message("Reading a book tonight :)")[2] == friendly
   # a text naming no category or tone meets neither preference nor communication
   p = E.persona_arrays(make_personas(1)[0])
   crit = np.asarray(E.criteria_of_parts(p, 3, 200, 100, True, -1, -1))

@@ -95,3 +95,35 @@ def test_a_day_of_bookkeeping_and_the_state_round_trip(lm, tmp_path):
   with pytest.raises(ValueError, match="holds other adapters than this config builds"):
     A.load_state(str(tmp_path), bigger)
   assert A.load_state(str(tmp_path / "none"), adapters) is None
+
+
+def test_daily_update_equals_epochs_of_dpo_steps_with_pi_ref_fixed_for_the_day(lm):
+  # the update computes each pair's reference log-probs once (cached across epochs) and
+  # reuses one compiled step across days: it must equal the plain loop that recomputes
+  # π_ref's log-probs for every batch
+  c = smoke_config("propersim_llm").llm_policy
+  c = c.copy_and_resolve_references()
+  c.update(epochs=2, batch_size=2, learning_rate=1e-2)
+  adapters = jax.tree.map(lambda x: x + 0.01, A.init_adapters(lm, c, 0))
+  pairs = _pairs(lm, 5)
+  got, losses = A.daily_update(lm, adapters, pairs, c, np.random.default_rng(3))
+  optimizer = optax.adam(c.learning_rate)
+  step = A.make_dpo_step(lm.functions, optimizer, alpha=c.alpha, beta=c.beta)
+  ref_params = A.merge_lora(lm.params, adapters, alpha=c.alpha)
+  want, opt, want_losses, rng = adapters, optimizer.init(adapters), [], np.random.default_rng(3)
+  for _ in range(2):
+    order = rng.permutation(5)
+    for start in range(0, 5, 2):
+      rows = list(order[start:start + 2])
+      w = jnp.asarray([1.0] * len(rows) + [0.0] * (2 - len(rows)))
+      rows += [rows[0]] * (2 - len(rows))
+      chosen, rejected = A.pack_pairs(lm, [pairs[i] for i in rows])
+      ref = jnp.stack([A.sequence_logps(lm.functions, ref_params, *chosen),
+                       A.sequence_logps(lm.functions, ref_params, *rejected)])
+      want, opt, loss = step(want, opt, lm.params, chosen, rejected, ref, w)
+      want_losses.append(float(loss))
+  assert len(losses) == 6
+  np.testing.assert_allclose(losses, want_losses, rtol=1e-5, atol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), got, want)
+  np.testing.assert_allclose(losses[0], np.log(2.0), rtol=1e-5)  # π = π_ref at the start
+  assert A.daily_update(lm, adapters, [], c, np.random.default_rng(0)) == (adapters, [])

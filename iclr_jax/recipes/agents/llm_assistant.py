@@ -14,6 +14,7 @@ scores feed a daily DPO update of the LoRA (rank `rank` on the fused q/k/v kerne
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -122,24 +123,37 @@ def pack_pairs(lm, pairs, bucket: int = 64):
           pack(prompts, [p["rejected"] for p in pairs], length, pad))
 
 
+@functools.lru_cache(maxsize=8)
+def _update_functions(functions, learning_rate: float, alpha: float, beta: float):
+  """(optimizer, jitted DPO step, jitted summed log-probs), built once per model and
+  hyperparameters so that later days reuse the compiled steps."""
+  optimizer = optax.adam(learning_rate)
+  step = make_dpo_step(functions, optimizer, alpha=alpha, beta=beta)
+  logps = jax.jit(lambda params, tokens, mask: sequence_logps(functions, params, tokens, mask))
+  return optimizer, step, logps
+
+
 def daily_update(lm, adapters, pairs, config, rng: np.random.Generator):
-  """`config.epochs` passes of minibatch Adam on DPO over `pairs`, π_ref = `adapters`.
-  Returns (adapters, losses)."""
+  """`config.epochs` passes of minibatch Adam on DPO over `pairs`, π_ref = `adapters`
+  (each pair's reference log-probs computed once, on its first batch). Returns (adapters,
+  losses)."""
   if not pairs:
     return adapters, []
-  optimizer = optax.adam(config.learning_rate)
-  step = make_dpo_step(lm.functions, optimizer, alpha=config.alpha, beta=config.beta)
+  optimizer, step, logps = _update_functions(lm.functions, float(config.learning_rate),
+                                             float(config.alpha), float(config.beta))
   ref_params = merge_lora(lm.params, adapters, alpha=config.alpha)
-  opt_state, losses, b = optimizer.init(adapters), [], config.batch_size
+  opt_state, losses, b, refs = optimizer.init(adapters), [], config.batch_size, {}
   for _ in range(config.epochs):
     order = rng.permutation(len(pairs))
     for start in range(0, len(order), b):
-      batch = [pairs[i] for i in order[start:start + b]]
-      weights = jnp.asarray([1.0] * len(batch) + [0.0] * (b - len(batch)))
-      batch += [batch[0]] * (b - len(batch))  # one batch shape: padding rows weigh 0
-      chosen, rejected = pack_pairs(lm, batch)
-      ref = jnp.stack([sequence_logps(lm.functions, ref_params, *chosen),
-                       sequence_logps(lm.functions, ref_params, *rejected)])
+      rows = [int(i) for i in order[start:start + b]]
+      weights = jnp.asarray([1.0] * len(rows) + [0.0] * (b - len(rows)))
+      rows += [rows[0]] * (b - len(rows))  # one batch shape: padding rows weigh 0
+      chosen, rejected = pack_pairs(lm, [pairs[i] for i in rows])
+      if any(i not in refs for i in rows):
+        got = np.stack([logps(ref_params, *chosen), logps(ref_params, *rejected)])
+        refs.update({i: got[:, j] for j, i in enumerate(rows)})
+      ref = jnp.asarray(np.stack([refs[i] for i in rows], axis=1))
       adapters, opt_state, loss = step(adapters, opt_state, lm.params, chosen, rejected, ref,
                                        weights)
       losses.append(float(loss))
