@@ -24,6 +24,7 @@ from iclr_jax.rl.policy_loss import (
                                     policy_loss,
 )
 from iclr_jax.rl.preference import (
+                                    bradley_terry_loss,
                                     confidence_weights,
                                     dpo_loss,
                                     ipo_loss,
@@ -40,7 +41,8 @@ from iclr_jax.rl.rewards import (
 )
 
 __all__ = ["AGGREGATIONS", "FAILED_TURN", "KL_ESTIMATORS", "OBSERVATION", "SCALES",
-           "SUCCESS_TURN", "accuracy_reward", "aggregate", "confidence_weights", "dpo_loss",
+           "SUCCESS_TURN", "accuracy_reward", "aggregate", "bradley_terry_loss",
+           "confidence_weights", "dpo_loss",
            "extract_answer", "format_reward", "group_advantages", "group_stats",
            "gvpo_advantages", "ipo_loss", "kl_penalty", "masked_mean", "normalize_text",
            "policy_loss", "rloo_advantages", "robust_dpo_loss", "simpo_loss",

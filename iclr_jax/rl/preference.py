@@ -118,6 +118,14 @@ def confidence_weights(chosen_scores, rejected_scores) -> jax.Array:
   return 2.0 * (jax.nn.sigmoid(s_w - s_l) - 0.5)
 
 
+def bradley_terry_loss(chosen_scores, rejected_scores) -> jax.Array:
+  """Bradley–Terry reward-model loss `−logσ(s⁺ − s⁻)` of each labelled pair (the weak
+  annotator's objective in CW-PO; `confidence_weights` reads its scores). Inputs float
+  `[B]`; returns `[B]`."""
+  s_w, s_l = _vectors(chosen_scores=chosen_scores, rejected_scores=rejected_scores)
+  return -jax.nn.log_sigmoid(s_w - s_l)
+
+
 def weighted_mean(losses, weights, *, normalize: bool = False) -> jax.Array:
   """`mean(w·ℓ)`, or `Σ w·ℓ / Σ w` with normalize=True (a larger effective learning rate
   when confidences are small). `losses`, `weights`: float `[B]`.

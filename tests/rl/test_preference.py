@@ -1,4 +1,5 @@
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -50,6 +51,18 @@ def test_confidence_weights_and_weighted_mean(rng):
                              rtol=1e-6)
   np.testing.assert_allclose(rl.weighted_mean(losses, np.abs(c), normalize=True),
                              np.sum(np.abs(c) * losses) / np.abs(c).sum(), rtol=1e-6)
+
+
+def test_bradley_terry_loss_and_its_gradient_against_float64_numpy(rng):
+  s_w, s_l = rng.normal(size=12) * 3, rng.normal(size=12) * 3
+  want = np.log1p(np.exp(-(s_w - s_l)))  # −log σ(d), float64
+  np.testing.assert_allclose(rl.bradley_terry_loss(s_w, s_l), want, rtol=1e-5)
+  g = jax.grad(lambda a: rl.bradley_terry_loss(a, jnp.asarray(s_l)).sum())(jnp.asarray(s_w))
+  np.testing.assert_allclose(g, -1 / (1 + np.exp(s_w - s_l)), rtol=1e-4, atol=1e-7)
+  # far-apart scores neither overflow nor lose the loss
+  np.testing.assert_allclose(rl.bradley_terry_loss([-60.0], [0.0]), [60.0], rtol=1e-6)
+  with pytest.raises(ValueError, match="rejected_scores must have shape"):
+    rl.bradley_terry_loss(np.ones(3), np.ones(4))
 
 
 def test_bad_input():

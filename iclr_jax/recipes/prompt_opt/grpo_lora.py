@@ -14,7 +14,6 @@ only into the structure `init` builds), so a killed unit resumes where it stoppe
 
 from __future__ import annotations
 
-import json
 import os
 
 import jax
@@ -29,6 +28,7 @@ from iclr_jax.nn.lora import init_lora, lora_num_params, merge_lora
 from iclr_jax.prompt_opt.chat_adapter import ChatAdapter, conversation
 from iclr_jax.rl.advantages import group_advantages
 from iclr_jax.rl.policy_loss import policy_loss
+from iclr_jax.train import npz_state
 
 STATE_FILE = "grpo_state.npz"  # arrays a0, a1, ... and `meta`, a JSON string; no pickles
 
@@ -75,34 +75,23 @@ def _prompt_ids(lm, instruction, examples, placement):
 def _load(unit_dir, init):
   """The saved state, shaped like `init()`'s (its arrays checked leaf by leaf), or `init()`."""
   state = init()
-  path = os.path.join(unit_dir, STATE_FILE)
-  if not os.path.exists(path):
+  got = npz_state.load(os.path.join(unit_dir, STATE_FILE),
+                       dict(adapters=state["adapters"], opt_state=state["opt_state"]))
+  if got is None:
     return state
-  leaves, treedef = jax.tree.flatten(dict(adapters=state["adapters"],
-                                          opt_state=state["opt_state"]))
+  restored, meta = got
   try:
-    with np.load(path, allow_pickle=False) as npz:
-      meta = json.loads(str(npz["meta"]))
-      saved = [npz[f"a{i}"] for i in range(len(npz.files) - 1)]
     step, curve, rewards = int(meta["step"]), list(meta["curve"]), list(meta["rewards"])
-  except (OSError, ValueError, KeyError, TypeError) as e:
+  except (KeyError, TypeError, ValueError) as e:
     raise ValueError(f"{unit_dir} holds a GRPO state this run cannot read ({e}); remove it "
                      "or use a new workdir") from None
-  if len(saved) != len(leaves) or any(a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype
-                                      for a, b in zip(saved, leaves)):
-    raise ValueError(f"{unit_dir} holds a GRPO state of another shape (another rank or "
-                     "model); remove it or use a new workdir")
-  restored = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in saved])
   return dict(restored, step=step, curve=curve, rewards=rewards)
 
 
 def _save(unit_dir, state):
-  leaves = jax.tree.leaves(dict(adapters=state["adapters"], opt_state=state["opt_state"]))
-  meta = json.dumps(dict(step=state["step"], curve=state["curve"], rewards=state["rewards"]))
-  path = os.path.join(unit_dir, STATE_FILE)
-  with open(path + ".tmp", "wb") as f:
-    np.savez(f, meta=np.array(meta), **{f"a{i}": np.asarray(x) for i, x in enumerate(leaves)})
-  os.replace(path + ".tmp", path)
+  npz_state.save(os.path.join(unit_dir, STATE_FILE),
+                 dict(adapters=state["adapters"], opt_state=state["opt_state"]),
+                 dict(step=state["step"], curve=state["curve"], rewards=state["rewards"]))
 
 
 def run(lm, task, config, seed: int, unit_dir: str, instruction: str) -> dict:
