@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "conflictscope": "iclr_jax.recipes.values.conflictscope:train_and_evaluate",
     "clear_benchmark": "iclr_jax.recipes.uq.clear_benchmark:train_and_evaluate",
     "cwpo": "iclr_jax.recipes.rl.cwpo:train_and_evaluate",
+    "cwpo_llm": "iclr_jax.recipes.rl.cwpo_llm:train_and_evaluate",
     "duo": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "duo_pp": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "endpoint_selection": "iclr_jax.recipes.theory.endpoint_selection:train_and_evaluate",

@@ -1,0 +1,293 @@
+"""CW-PO end to end on the pretrained LLM: does a policy aligned on 20% human labels plus a
+weak LLM annotator's confidence-weighted labels beat one aligned on 100% human labels?
+
+Stages (each resumable in the workdir):
+1. Data (`cwpo_llm_data.py`): verifiable instructions, two replies sampled from the
+   reference (the pretrained LLM) per training instruction, gold preference from the
+   rubric (ties dropped), the reference's greedy reply per test instruction.
+2. Annotators (`cwpo_llm_annotators.py`), per human fraction and seed: human labels = gold
+   flipped at `config.flip_rate`; a LoRA + Bradley–Terry reward model trained on the
+   human-labelled subset labels the rest (`weak`, `cw`), and the zero-shot judge labels
+   the rest too (`judge`, `cw_judge`); confidence |2σ(m) − 1|.
+3. Policies: a LoRA on the reference, trained with `objective` ∈ {dpo, ipo, rdpo, simpo}
+   (`rl` losses, π_ref = the reference) on the variant's pairs and weights, then scored on
+   the test instructions: the gold rubric win rate of its greedy reply against the
+   reference's (a tie counts one half), and its mean rubric score.
+
+Variants are "objective:labels" with labels one of
+- `human_all`: every training pair with its human label (the DPO-on-100% baseline);
+- `human_subset`: only the human-labelled fraction;
+- `weak` / `judge`: the fraction with human labels plus the rest with the reward model's /
+  judge's labels, all weighted 1;
+- `cw` / `cw_judge`: the same, the weak labels weighted by their confidence (human ones 1).
+The loss is Σ w·ℓ / (number of pairs in the batch), CW-PO's mean(C·ℓ).
+
+Outputs: data.json, annotators/, policies/<variant>_f<fraction>_s<seed>.npz (after each
+epoch), results.jsonl (a row per variant, fraction and seed; done units are skipped on a
+restart), annotators.jsonl, table.md / table.json and win_rate.png (`cwpo_llm_report.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+
+from iclr_jax.datasets import verifiable as V
+from iclr_jax.llm.model import next_token_logprobs
+from iclr_jax.llm.model import pack_replies as pack
+from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
+from iclr_jax.recipes import common
+from iclr_jax.recipes.rl import cwpo_llm_annotators as ann
+from iclr_jax.recipes.rl import cwpo_llm_data as data_lib
+from iclr_jax.recipes.rl import cwpo_llm_report as report
+from iclr_jax.rl import preference as pref
+from iclr_jax.train import npz_state
+from iclr_jax.train.study import Study
+
+OBJECTIVES = ("dpo", "ipo", "rdpo", "simpo")
+LABELS = ("human_all", "human_subset", "weak", "cw", "judge", "cw_judge")
+STUDY_KEY = ("variant", "fraction", "seed")
+
+
+def parse_variant(variant: str) -> tuple[str, str]:
+  objective, _, labels = str(variant).partition(":")
+  if objective not in OBJECTIVES or labels not in LABELS:
+    raise ValueError(f"config.variants: {variant!r} is not 'objective:labels' with objective "
+                     f"in {OBJECTIVES} and labels in {LABELS}")
+  return objective, labels
+
+
+def objective_losses(objective, chosen, rejected, ref_chosen, ref_rejected, chosen_len,
+                     rejected_len, *, beta, label_noise, simpo_beta, simpo_gamma):
+  """Per-pair losses [B] of one objective from summed reply log-probs and reply lengths."""
+  if objective == "dpo":
+    return pref.dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta=beta)
+  if objective == "ipo":
+    return pref.ipo_loss(chosen, rejected, ref_chosen, ref_rejected, beta=beta,
+                         chosen_lengths=chosen_len, rejected_lengths=rejected_len)
+  if objective == "rdpo":
+    return pref.robust_dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta=beta,
+                                label_noise=label_noise)
+  if objective == "simpo":
+    return pref.simpo_loss(chosen, rejected, chosen_lengths=chosen_len,
+                           rejected_lengths=rejected_len, beta=simpo_beta, gamma=simpo_gamma)
+  raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def _logps(functions, params, tokens, mask):
+  return jnp.sum(next_token_logprobs(functions, params, tokens) * mask, axis=-1)
+
+
+@functools.lru_cache(maxsize=8)
+def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_beta,
+                      simpo_gamma):
+  """(optimizer, jitted step, jitted summed log-probs) of one objective, built once."""
+  optimizer = optax.adam(lr)
+  hyper = dict(beta=beta, label_noise=label_noise, simpo_beta=simpo_beta,
+               simpo_gamma=simpo_gamma)
+
+  def loss_fn(adapters, params, chosen, rejected, ref, weights, real):
+    merged = merge_lora(params, adapters, alpha=alpha)
+    c, r = _logps(functions, merged, *chosen), _logps(functions, merged, *rejected)
+    lc = jnp.maximum(jnp.sum(chosen[1], -1), 1.0)
+    lr_ = jnp.maximum(jnp.sum(rejected[1], -1), 1.0)
+    losses = objective_losses(objective, c, r, ref[0], ref[1], lc, lr_, **hyper)
+    return jnp.sum(weights * losses) / jnp.sum(real)
+
+  @jax.jit
+  def step(adapters, opt_state, params, chosen, rejected, ref, weights, real):
+    loss, grads = jax.value_and_grad(loss_fn)(adapters, params, chosen, rejected, ref,
+                                              weights, real)
+    updates, opt_state = optimizer.update(grads, opt_state, adapters)
+    return optax.apply_updates(adapters, updates), opt_state, loss
+
+  return optimizer, step, jax.jit(functools.partial(_logps, functions))
+
+
+def _pack_pair_rows(lm, pairs, idx, chosen_is_a):
+  prompts = [pairs[i]["prompt_ids"] for i in idx]
+  win = [pairs[i]["a_ids" if a else "b_ids"] for i, a in zip(idx, chosen_is_a)]
+  lose = [pairs[i]["b_ids" if a else "a_ids"] for i, a in zip(idx, chosen_is_a)]
+  longest = max(len(p) + max(len(w), len(l)) for p, w, l in zip(prompts, win, lose))
+  length = -(-longest // ann.BUCKET) * ann.BUCKET
+  pad = lm.tokenizer.pad_id
+  return pack(prompts, win, length, pad), pack(prompts, lose, length, pad)
+
+
+def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:
+  """float64 [N, 2]: the reference's summed log-probs of replies a and b (refs.npz)."""
+  path = os.path.join(workdir, "refs.npz")
+  if os.path.exists(path):
+    with np.load(path, allow_pickle=False) as f:
+      refs = f["logps"]
+    if refs.shape == (len(pairs), 2):
+      return refs
+  p = config.policy
+  *_, logps = _policy_functions(lm.functions, "dpo", float(p.learning_rate), float(p.alpha),
+                                float(p.beta), float(p.label_noise), float(p.simpo_beta),
+                                float(p.simpo_gamma))
+  out, b = [], p.batch_size
+  for s in range(0, len(pairs), b):
+    idx = list(range(s, min(s + b, len(pairs))))
+    idx += [idx[0]] * (b - len(idx))
+    (ta, ma), (tb, mb) = _pack_pair_rows(lm, pairs, idx, [True] * b)
+    got = np.stack([np.asarray(logps(lm.params, ta, ma)), np.asarray(logps(lm.params, tb, mb))],
+                   axis=1)
+    out.append(got[:min(b, len(pairs) - s)])
+  refs = np.concatenate(out).astype(np.float64)
+  np.savez(path, logps=refs)
+  return refs
+
+
+def training_set(labels: str, human, subset, weak: dict) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+  """(pair indices, 1 where reply a is the chosen one, weights) of one variant's labels."""
+  n = len(human)
+  if labels == "human_all":
+    return np.arange(n), human.copy(), np.ones(n)
+  if labels == "human_subset":
+    return subset.copy(), human[subset], np.ones(len(subset))
+  source = "judge" if labels in ("judge", "cw_judge") else "reward_model"
+  weak_label, confidence = weak[source]
+  rest = np.setdiff1d(np.arange(n), subset)
+  idx = np.concatenate([subset, rest])
+  chosen_a = np.concatenate([human[subset], weak_label[rest]])
+  w_rest = confidence[rest] if labels in ("cw", "cw_judge") else np.ones(len(rest))
+  return idx, chosen_a, np.concatenate([np.ones(len(subset)), w_rest])
+
+
+def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, seed, path):
+  """LoRA adapters after `config.policy.epochs` passes (resumed per epoch from `path`)."""
+  p = config.policy
+  optimizer, step, _ = _policy_functions(
+      lm.functions, objective, float(p.learning_rate), float(p.alpha), float(p.beta),
+      float(p.label_noise), float(p.simpo_beta), float(p.simpo_gamma))
+  adapters = init_lora(jax.random.key(seed), lm.params, [QKV_KERNELS], rank=p.rank)
+  opt_state, start, losses = optimizer.init(adapters), 0, []
+  saved = npz_state.load(path, dict(adapters=adapters, opt_state=opt_state))
+  if saved is not None:
+    tree, meta = saved
+    adapters, opt_state, start, losses = (tree["adapters"], tree["opt_state"], meta["epoch"],
+                                          meta["losses"])
+  b = p.batch_size
+  for epoch in range(start, p.epochs):
+    order = np.random.default_rng([seed, epoch, 7]).permutation(len(idx))
+    for s in range(0, len(order), b):
+      rows = [int(r) for r in order[s:s + b]]
+      real = np.array([1.0] * len(rows) + [0.0] * (b - len(rows)), np.float32)
+      rows += [rows[0]] * (b - len(rows))
+      pi = [int(idx[r]) for r in rows]
+      ca = [bool(chosen_a[r]) for r in rows]
+      chosen, rejected = _pack_pair_rows(lm, pairs, pi, ca)
+      ref = np.array([[refs[i, 0 if a else 1] for i, a in zip(pi, ca)],
+                      [refs[i, 1 if a else 0] for i, a in zip(pi, ca)]], np.float32)
+      w = np.array([weights[r] for r in rows], np.float32) * real
+      adapters, opt_state, loss = step(adapters, opt_state, lm.params, chosen, rejected, ref,
+                                       w, real)
+      losses.append(float(loss))
+    npz_state.save(path, dict(adapters=adapters, opt_state=opt_state),
+                   dict(epoch=epoch + 1, losses=losses))
+  return adapters, losses
+
+
+def evaluate(lm, adapters, tests, config) -> dict:
+  """Gold rubric win rate (ties one half) of the policy's greedy replies against the
+  reference's, and the policy's mean rubric score, on the test instructions."""
+  p = config.policy
+  merged = merge_lora(lm.params, adapters, alpha=p.alpha)
+  ids = [t["prompt_ids"] for t in tests]
+  replies = []
+  for s in range(0, len(ids), config.data.batch_size):
+    replies += lm.generate_ids(ids[s:s + config.data.batch_size],
+                               max_new_tokens=config.data.max_new_tokens, params=merged)
+  scores = np.array([V.rubric(V.Instruction.from_json(t["instruction"]),
+                              lm.tokenizer.decode(r)) for t, r in zip(tests, replies)])
+  ref = np.array([t["reference_score"] for t in tests])
+  return dict(win_rate=float(np.mean((scores > ref + 1e-9) + 0.5 * (np.abs(scores - ref)
+                                                                       <= 1e-9))),
+              score=float(scores.mean()), reference_score=float(ref.mean()))
+
+
+def _check_config(config):
+  for v in config.variants:
+    parse_variant(v)
+  if not config.fractions or not all(0.0 < f < 1.0 for f in config.fractions):
+    raise ValueError(f"config.fractions must be non-empty, each in (0, 1), got "
+                     f"{tuple(config.fractions)}")
+  if config.seeds < 1:
+    raise ValueError(f"config.seeds must be >= 1, got {config.seeds}")
+  if not 0.0 <= config.flip_rate < 0.5:
+    raise ValueError(f"config.flip_rate must be in [0, 0.5), got {config.flip_rate}")
+
+
+def annotate(lm, data, config, workdir, fraction, seed, judge):
+  """The annotators' labels for one fraction and seed, with their accuracy rows."""
+  pairs = data["pairs"]
+  gold, human, subset = data_lib.labels(data, seed=seed, flip_rate=config.flip_rate,
+                                        human_fraction=fraction)
+  model, _ = ann.train_reward_model(lm, pairs, human, subset, config.reward_model, seed=seed,
+                                    path=ann.reward_model_path(workdir, seed, fraction))
+  rm = ann.weak_labels(ann.reward_margins(lm, model, pairs, config.reward_model))
+  weak = {"reward_model": rm, "judge": judge}
+  rest = np.setdiff1d(np.arange(len(gold)), subset)
+  rows = [dict(annotator=name, fraction=fraction, seed=seed, human_accuracy=float(
+      np.mean(human[subset] == gold[subset])), **ann.accuracy_by_confidence(
+          lab[rest], conf[rest], gold[rest])) for name, (lab, conf) in weak.items()]
+  return gold, human, subset, weak, rows
+
+
+def train_and_evaluate(config, workdir: str):
+  study = common.open_study(config, workdir, key=STUDY_KEY, check=_check_config)
+  notes = Study(workdir, key=("annotator", "fraction", "seed"), filename="annotators.jsonl")
+  lm = common.language_model(config)
+  data = data_lib.build(lm, config, workdir)
+  pairs, t_start = data["pairs"], time.time()
+  refs = reference_logps(lm, pairs, config, workdir)
+  judge_path = os.path.join(workdir, "annotators", "judge.json")
+  if os.path.exists(judge_path):
+    with open(judge_path, encoding="utf-8") as f:
+      margins = np.array(json.load(f))
+  else:
+    margins = ann.judge_margins(lm, pairs, batch_size=config.data.batch_size)
+    os.makedirs(os.path.dirname(judge_path), exist_ok=True)
+    with open(judge_path, "w", encoding="utf-8") as f:
+      json.dump(margins.tolist(), f)
+  judge = ann.weak_labels(margins)
+  for fraction in config.fractions:
+    for seed in range(config.seeds):
+      todo = [v for v in config.variants
+              if not study.done(variant=v, fraction=fraction, seed=seed)]
+      if not todo:
+        continue
+      gold, human, subset, weak, rows = annotate(lm, data, config, workdir, fraction, seed,
+                                                 judge)
+      for row in rows:
+        if not notes.done(annotator=row["annotator"], fraction=fraction, seed=seed):
+          notes.record([row])
+      for variant in todo:
+        t0 = time.time()
+        objective, labels = parse_variant(variant)
+        idx, chosen_a, weights = training_set(labels, human, subset, weak)
+        adapters, losses = train_policy(
+            lm, pairs, refs, idx, chosen_a, weights, objective, config, seed=seed,
+            path=os.path.join(workdir, "policies", f"{variant.replace(':', '_')}_f"
+                              f"{fraction:g}_s{seed}.npz"))
+        row = dict(variant=variant, fraction=fraction, seed=seed, pairs=len(idx),
+                   label_accuracy=float(np.mean(chosen_a == gold[idx])),
+                   mean_weight=float(np.mean(weights)), loss_first=losses[0],
+                   loss_last=float(np.mean(losses[-5:])),
+                   **evaluate(lm, adapters, data["test"], config), seconds=time.time() - t0)
+        study.record([row])
+        logging.info("%s fraction %g seed %d: win rate %.3f, score %.3f (%.0f s)", variant,
+                     fraction, seed, row["win_rate"], row["score"], row["seconds"])
+  summary = report.write(workdir, study.rows, notes.rows, data["stats"], config)
+  logging.info("total %.0f s", time.time() - t_start)
+  return summary

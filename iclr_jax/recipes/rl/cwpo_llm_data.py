@@ -1,0 +1,123 @@
+"""The preference data of the CW-PO study on the LLM (`cwpo_llm.py`), built once per workdir.
+
+Instructions come from `datasets.verifiable` (train and test prompts disjoint). For each
+training instruction the reference policy (the pretrained LLM) samples two replies at
+`config.data.temperature`; the rubric scores both, and pairs with equal scores are dropped
+(no gold preference). For each test instruction the reference's greedy reply and its score
+are kept: the policies' win rates are measured against them. Everything goes to
+`data.json` (token ids included, so later stages never re-tokenise), written once; a rerun
+with another `config.data` in the same workdir is refused.
+
+The human labels are not stored: `labels(data, seed, flip_rate)` draws them per seed from
+the gold labels, so every seed sees another annotator noise draw on the same pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from absl import logging
+
+from iclr_jax.datasets import verifiable as V
+
+DATA_FILE = "data.json"
+
+
+def prompt_ids(lm, inst: V.Instruction) -> list[int]:
+  return lm.tokenizer.chat_ids([{"role": "user", "content": inst.prompt}],
+                               add_generation_prompt=True)
+
+
+def end_id(lm) -> int:
+  """The token that closes a reply (the chat turn's end), appended to replies that stopped."""
+  t = lm.tokenizer
+  return int(t.eos_id if t.eos_id is not None else t.stop_ids[0])
+
+
+def _generate(lm, prompts, *, max_new_tokens, temperature, key, batch_size, what):
+  out, t0 = [], time.time()
+  for start in range(0, len(prompts), batch_size):
+    out += lm.generate_ids(prompts[start:start + batch_size], max_new_tokens=max_new_tokens,
+                           temperature=temperature, key=jax.random.fold_in(key, start))
+    logging.info("%s: %d/%d replies (%.0f s)", what, len(out), len(prompts), time.time() - t0)
+  close = end_id(lm)
+  return [ids + [close] if len(ids) < max_new_tokens else ids for ids in out]
+
+
+def _decode(lm, ids):
+  close = end_id(lm)
+  return lm.tokenizer.decode(ids[:-1] if ids and ids[-1] == close else ids)
+
+
+def build(lm, config, workdir: str) -> dict[str, Any]:
+  """data.json's content, generating it on the first call (host-side)."""
+  d = config.data
+  spec = d.to_dict()
+  path = os.path.join(workdir, DATA_FILE)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+    if data.get("spec") != json.loads(json.dumps(spec)):
+      raise ValueError(f"{path} was built with data settings {data.get('spec')}, not "
+                       f"{spec}; use another workdir")
+    return data
+  t0 = time.time()
+  drawn = V.instructions(d.train_prompts + d.test_prompts, seed=d.seed,
+                         families=tuple(d.families))
+  order = np.random.default_rng(d.seed).permutation(len(drawn))
+  train = [drawn[i] for i in order[:d.train_prompts]]
+  test = [drawn[i] for i in order[d.train_prompts:]]
+  key = jax.random.key(d.seed)
+  ids = [prompt_ids(lm, inst) for inst in train]
+  replies = _generate(lm, ids + ids, max_new_tokens=d.max_new_tokens,
+                      temperature=d.temperature, key=key, batch_size=d.batch_size,
+                      what="reference samples")
+  pairs, ties = [], 0
+  for i, inst in enumerate(train):
+    a, b = replies[i], replies[i + len(train)]
+    ta, tb = _decode(lm, a), _decode(lm, b)
+    sa, sb = V.rubric(inst, ta), V.rubric(inst, tb)
+    if abs(sa - sb) < 1e-9:
+      ties += 1
+      continue
+    pairs.append(dict(instruction=inst.to_json(), prompt_ids=ids[i], a_ids=a, b_ids=b,
+                      a=ta, b=tb, score_a=sa, score_b=sb, gold=int(sa > sb)))
+  test_ids = [prompt_ids(lm, inst) for inst in test]
+  greedy = _generate(lm, test_ids, max_new_tokens=d.max_new_tokens, temperature=0.0,
+                     key=key, batch_size=d.batch_size, what="reference on test")
+  tests = []
+  for inst, p, r in zip(test, test_ids, greedy):
+    text = _decode(lm, r)
+    tests.append(dict(instruction=inst.to_json(), prompt_ids=p, reference=text,
+                      reference_score=V.rubric(inst, text)))
+  data = dict(spec=json.loads(json.dumps(spec)), pairs=pairs, test=tests,
+              stats=dict(train_prompts=len(train), pairs=len(pairs), ties=ties,
+                         reference_test_score=float(np.mean([t["reference_score"]
+                                                             for t in tests])),
+                         seconds=time.time() - t0))
+  if not pairs:
+    raise ValueError(f"every one of the {len(train)} sampled pairs is a tie under the rubric; "
+                     "raise config.data.temperature or train_prompts")
+  os.makedirs(workdir, exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(data, f)
+  os.replace(path + ".tmp", path)
+  logging.info("data: %d pairs (%d ties dropped), reference test score %.3f, %.0f s",
+               len(pairs), ties, data["stats"]["reference_test_score"], time.time() - t0)
+  return data
+
+
+def labels(data, *, seed: int, flip_rate: float, human_fraction: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(gold int [N], human int [N], the human-labelled subset's indices) for one seed."""
+  gold = np.array([p["gold"] for p in data["pairs"]], np.int32)
+  rng = np.random.default_rng([seed, 49])
+  human = V.human_labels(gold, flip_rate=flip_rate, rng=rng)
+  n = max(1, int(round(human_fraction * len(gold))))
+  subset = np.sort(rng.permutation(len(gold))[:n])
+  return gold, human, subset

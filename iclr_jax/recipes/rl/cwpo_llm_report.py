@@ -1,0 +1,87 @@
+"""Tables and the plot of the CW-PO study on the LLM (`cwpo_llm.py`), from its raw rows."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from iclr_jax.train import loop
+from iclr_jax.train.study import figure, markdown_table, mean_std, pm
+
+
+def _annotator_rows(notes):
+  out = []
+  for (name, fraction) in sorted({(r["annotator"], r["fraction"]) for r in notes}):
+    rows = [r for r in notes if r["annotator"] == name and r["fraction"] == fraction]
+    buckets = np.array([[b["accuracy"] for b in r["by_confidence"]] for r in rows])
+    out.append(dict(annotator=name, fraction=fraction, seeds=len(rows),
+                    accuracy=float(np.mean([r["accuracy"] for r in rows])),
+                    accuracy_std=float(np.std([r["accuracy"] for r in rows])),
+                    human_accuracy=float(np.mean([r["human_accuracy"] for r in rows])),
+                    by_confidence=buckets.mean(0).round(3).tolist()))
+  return out
+
+
+def tables(rows, notes, stats) -> dict[str, Any]:
+  policy = mean_std(rows, by=("variant", "fraction"),
+                    metrics=("win_rate", "score", "label_accuracy", "mean_weight", "pairs",
+                             "seconds"))
+  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats)
+
+
+def markdown(table) -> str:
+  d = table["data"]
+  head = (f"{d['pairs']} training pairs with a gold preference ({d['ties']} ties of "
+          f"{d['train_prompts']} dropped); reference mean rubric score on the test "
+          f"instructions {d['reference_test_score']:.3f}.\n\n")
+  policy = markdown_table(table["policy"], [
+      ("variant", "{variant}"), ("human fraction", "{fraction:g}"), ("seeds", "{seeds}"),
+      ("pairs", "{pairs:.0f}"), ("label accuracy", "{label_accuracy:.3f}"),
+      ("mean weight", "{mean_weight:.3f}"), ("win rate vs reference", pm("win_rate")),
+      ("rubric score", pm("score")), ("seconds", "{seconds:.0f}")])
+  annotators = markdown_table(table["annotators"], [
+      ("annotator", "{annotator}"), ("human fraction", "{fraction:g}"),
+      ("seeds", "{seeds}"), ("human label accuracy", "{human_accuracy:.3f}"),
+      ("weak label accuracy", pm("accuracy")),
+      ("by confidence quartile (low → high)",
+       lambda r: ", ".join(f"{a:.2f}" for a in r["by_confidence"]))])
+  return head + policy + "\n\nAnnotators on the pairs they label (gold agreement):\n\n" + (
+      annotators)
+
+
+def plot(table, path: str) -> None:
+  rows = table["policy"]
+  objectives = sorted({r["variant"].split(":")[0] for r in rows})
+  with figure(path, 1, len(objectives), figsize=(4 * len(objectives), 3.5),
+              squeeze=False) as axes:
+    for ax, objective in zip(axes[0], objectives):
+      for labels, style in (("human_subset", "s--"), ("weak", "o:"), ("cw", "o-"),
+                            ("judge", "^:"), ("cw_judge", "^-")):
+        pts = sorted((r["fraction"], r["win_rate"], r["win_rate_std"]) for r in rows
+                     if r["variant"] == f"{objective}:{labels}")
+        if pts:
+          f, m, s = map(np.array, zip(*pts))
+          ax.errorbar(f, m, yerr=s, fmt=style, capsize=3, label=labels)
+      full = [r for r in rows if r["variant"] == f"{objective}:human_all"]
+      if full:
+        ax.axhline(np.mean([r["win_rate"] for r in full]), color="k", lw=1,
+                   label="human_all (100%)")
+      ax.axhline(0.5, color="0.7", lw=0.8)
+      ax.set_title(objective)
+      ax.set_xlabel("fraction of human labels")
+      ax.set_ylabel("gold win rate vs reference")
+      ax.legend(fontsize=7)
+
+
+def write(workdir: str, rows, notes, stats, config) -> dict[str, Any]:
+  del config
+  table = tables(rows, notes, stats)
+  loop.write_json(workdir, "table.json", table)
+  with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(markdown(table) + "\n")
+  if table["policy"]:
+    plot(table, os.path.join(workdir, "win_rate.png"))
+  return {f"{r['variant']}@{r['fraction']:g}/win_rate": r["win_rate"]
+          for r in table["policy"]}

@@ -1,0 +1,183 @@
+"""CW-PO on the LLM, on a random 2-layer model with SmolLM2's tokenizer: the reward head's
+scores, Bradley–Terry loss and confidences against NumPy; the policy step's weighted losses
+against the `rl` functions for every objective; the variants' training sets; resume by
+epoch; the smoke study end to end; bad configs."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclr_jax import rl
+from iclr_jax.recipes import run_experiment
+from iclr_jax.llm import random_pretrained
+from iclr_jax.nn.lora import merge_lora
+from iclr_jax.recipes.rl import cwpo_llm as C
+from iclr_jax.recipes.rl import cwpo_llm_annotators as A
+from iclr_jax.recipes.rl import cwpo_llm_data as D
+from tests.recipes.config_files import smoke_config
+
+SIZES = dict(num_layers=2, d_model=32, num_heads=2, num_kv_heads=1, mlp_hidden=64)
+
+
+@pytest.fixture(scope="module")
+def lm():
+  return random_pretrained(**SIZES)
+
+
+def _pairs(lm, n, seed=0):
+  rng, enc = np.random.default_rng(seed), lm.tokenizer.encode
+  words = ["Result: 42", "The answer is 41.", "- apple\n- pear", "{\"size\": 3}", "Paris",
+           "No idea at all, sorry."]
+  out = []
+  for i in range(n):
+    a, b = rng.choice(len(words), 2, replace=False)
+    out.append(dict(prompt_ids=enc(f"question {i}: what is it?"), a_ids=enc(words[a]) + [2],
+                    b_ids=enc(words[b]), a=words[a], b=words[b],
+                    instruction={"prompt": f"question {i}"}, gold=int(rng.integers(2))))
+  return out
+
+
+def test_reward_scores_bt_loss_and_confidences_against_numpy(lm):
+  c = smoke_config("cwpo_llm").reward_model
+  model = A.init_reward_model(jax.random.key(0), lm, rank=2)
+  rng = np.random.default_rng(1)
+  model["head"] = dict(w=jnp.asarray(rng.normal(size=SIZES["d_model"]), jnp.float32),
+                       b=jnp.float32(0.3))
+  model["lora"] = jax.tree.map(lambda x: x + 0.02, model["lora"])  # B != 0: the merge matters
+  pairs = _pairs(lm, 4)
+  rows = [p["prompt_ids"] + p["a_ids"] for p in pairs] + [p["prompt_ids"] + p["b_ids"]
+                                                          for p in pairs]
+  tokens, lengths = A.pack_rows(rows, lm.tokenizer.pad_id)
+  got = np.asarray(A.reward_scores(lm.functions, lm.params, model["lora"], model["head"],
+                                   tokens, lengths, alpha=c.alpha))
+  # independent: each row alone, unpadded, through the merged model; the head in float64
+  merged = merge_lora(lm.params, model["lora"], alpha=c.alpha)
+  want = []
+  for r in rows:
+    h = np.asarray(lm.functions.module(merged).hidden(jnp.asarray([r])), np.float64)[0, -1]
+    want.append(h @ np.asarray(model["head"]["w"], np.float64) + 0.3)
+  np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+  # the step's loss on this batch is the Bradley–Terry loss of those scores
+  _, step, _ = A._rm_functions(lm.functions, float(c.learning_rate), float(c.alpha))
+  opt = A._rm_functions(lm.functions, float(c.learning_rate), float(c.alpha))[0].init(model)
+  weights = np.array([1.0, 1.0, 1.0, 0.0], np.float32)
+  _, _, loss = step(model, opt, lm.params, tokens, lengths, weights)
+  want = np.array(want)
+  bt = np.log1p(np.exp(-(want[:4] - want[4:])))
+  np.testing.assert_allclose(loss, bt[:3].mean(), rtol=2e-4)
+  # margins and confidences
+  margins = A.reward_margins(lm, model, pairs, c)
+  np.testing.assert_allclose(margins, want[:4] - want[4:], rtol=2e-4, atol=2e-5)
+  labels, conf = A.weak_labels(margins)
+  np.testing.assert_array_equal(labels, (want[:4] > want[4:]).astype(int))
+  np.testing.assert_allclose(conf, np.abs(2 / (1 + np.exp(-margins)) - 1), rtol=1e-6)
+  acc = A.accuracy_by_confidence([1, 0, 1, 1], [0.9, 0.1, 0.5, 0.2], [1, 1, 0, 1],
+                                 buckets=2)
+  assert acc["accuracy"] == 0.5
+  assert [b["accuracy"] for b in acc["by_confidence"]] == [0.5, 0.5]
+  assert acc["by_confidence"][1]["low"] == 0.5
+
+
+@pytest.mark.parametrize("objective", C.OBJECTIVES)
+def test_policy_step_loss_is_the_weighted_rl_loss(lm, objective):
+  p = smoke_config("cwpo_llm").policy
+  optimizer, step, logps = C._policy_functions(
+      lm.functions, objective, float(p.learning_rate), float(p.alpha), float(p.beta),
+      float(p.label_noise), float(p.simpo_beta), float(p.simpo_gamma))
+  adapters = jax.tree.map(lambda x: x + 0.02, C.init_lora(jax.random.key(1), lm.params,
+                                                          [C.QKV_KERNELS], rank=2))
+  pairs = _pairs(lm, 4, seed=2)
+  chosen, rejected = C._pack_pair_rows(lm, pairs, [0, 1, 2, 3], [True, False, True, True])
+  ref = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32) - 20
+  w, real = np.array([0.9, 0.2, 0.5, 0.0], np.float32), np.array([1, 1, 1, 0], np.float32)
+  _, _, loss = step(adapters, optimizer.init(adapters), lm.params, chosen, rejected, ref, w,
+                    real)
+  merged = merge_lora(lm.params, adapters, alpha=p.alpha)
+  c, r = np.asarray(logps(merged, *chosen)), np.asarray(logps(merged, *rejected))
+  lc, lr = chosen[1].sum(-1), rejected[1].sum(-1)
+  ell = {"dpo": lambda: rl.dpo_loss(c, r, ref[0], ref[1], beta=p.beta),
+         "ipo": lambda: rl.ipo_loss(c, r, ref[0], ref[1], beta=p.beta, chosen_lengths=lc,
+                                    rejected_lengths=lr),
+         "rdpo": lambda: rl.robust_dpo_loss(c, r, ref[0], ref[1], beta=p.beta,
+                                            label_noise=p.label_noise),
+         "simpo": lambda: rl.simpo_loss(c, r, chosen_lengths=lc, rejected_lengths=lr,
+                                        beta=p.simpo_beta, gamma=p.simpo_gamma)}[objective]()
+  np.testing.assert_allclose(loss, np.sum(w * np.asarray(ell)) / 3, rtol=1e-4)
+  # rl.weighted_mean over the three real pairs is the same number
+  np.testing.assert_allclose(loss, rl.weighted_mean(np.asarray(ell)[:3], w[:3]), rtol=1e-4)
+
+
+def test_training_sets_of_the_variants():
+  human = np.array([1, 0, 1, 1, 0, 0])
+  subset = np.array([1, 4])
+  weak = {"reward_model": (np.array([0, 0, 0, 1, 1, 1]), np.array([.1, .2, .3, .4, .5, .6])),
+          "judge": (np.array([1, 1, 1, 1, 1, 1]), np.array([.9] * 6))}
+  idx, ca, w = C.training_set("human_all", human, subset, weak)
+  assert list(idx) == list(range(6)) and list(ca) == list(human) and (w == 1).all()
+  idx, ca, w = C.training_set("human_subset", human, subset, weak)
+  assert list(idx) == [1, 4] and list(ca) == [0, 0]
+  idx, ca, w = C.training_set("cw", human, subset, weak)
+  assert list(idx) == [1, 4, 0, 2, 3, 5] and list(ca) == [0, 0, 0, 0, 1, 1]
+  np.testing.assert_allclose(w, [1, 1, .1, .3, .4, .6])
+  idx, ca, w = C.training_set("weak", human, subset, weak)
+  assert (w == 1).all() and list(ca) == [0, 0, 0, 0, 1, 1]
+  idx, ca, w = C.training_set("cw_judge", human, subset, weak)
+  assert list(ca) == [0, 0, 1, 1, 1, 1] and list(w) == [1, 1, .9, .9, .9, .9]
+
+
+def test_labels_are_seeded_and_subsets_nested():
+  data = {"pairs": [{"gold": g} for g in np.random.default_rng(0).integers(0, 2, 500)]}
+  gold, h1, s1 = D.labels(data, seed=3, flip_rate=0.2, human_fraction=0.2)
+  _, h2, s2 = D.labels(data, seed=3, flip_rate=0.2, human_fraction=0.5)
+  _, h3, _ = D.labels(data, seed=4, flip_rate=0.2, human_fraction=0.2)
+  assert len(s1) == 100 and set(s1) <= set(s2) and (h1 == h2).all() and (h1 != h3).any()
+  assert 0.15 < np.mean(h1 != gold) < 0.25
+
+
+def test_a_policy_resumed_after_an_epoch_equals_an_uninterrupted_one(lm, tmp_path):
+  config = smoke_config("cwpo_llm")
+  pairs = _pairs(lm, 6, seed=5)
+  refs = np.random.default_rng(1).normal(size=(6, 2)) - 20
+  idx, ca, w = np.arange(6), np.array([1, 0, 1, 1, 0, 1]), np.linspace(0.2, 1.0, 6)
+  whole, losses = C.train_policy(lm, pairs, refs, idx, ca, w, "dpo", config, seed=0,
+                                 path=str(tmp_path / "a.npz"))
+  config.policy.epochs = 1
+  C.train_policy(lm, pairs, refs, idx, ca, w, "dpo", config, seed=0,
+                 path=str(tmp_path / "b.npz"))
+  config.policy.epochs = 2
+  resumed, losses_b = C.train_policy(lm, pairs, refs, idx, ca, w, "dpo", config, seed=0,
+                                     path=str(tmp_path / "b.npz"))
+  jax.tree.map(np.testing.assert_array_equal, resumed, whole)
+  assert losses_b == losses and len(losses) == 4
+
+
+def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
+  config = smoke_config("cwpo_llm")
+  config.variants = ["dpo:human_all", "rdpo:cw"]
+  out = run_experiment(config, str(tmp_path))
+  assert set(out) == {"dpo:human_all@0.2/win_rate", "rdpo:cw@0.2/win_rate"}
+  rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+  assert [(r["variant"], r["seed"]) for r in rows] == [("dpo:human_all", 0), ("rdpo:cw", 0)]
+  assert all(0.0 <= r["win_rate"] <= 1.0 for r in rows)
+  data = json.loads((tmp_path / "data.json").read_text())
+  for p in data["pairs"]:  # stored gold labels are the rubric's
+    inst = D.V.Instruction.from_json(p["instruction"])
+    assert p["gold"] == D.V.gold_label(inst, p["a"], p["b"])
+  again = run_experiment(config, str(tmp_path))  # every unit done: nothing retrains
+  assert again == out and len((tmp_path / "results.jsonl").read_text().splitlines()) == 2
+  other = smoke_config("cwpo_llm")
+  other.data.seed = 9
+  with pytest.raises(ValueError, match="was built with data settings"):
+    run_experiment(other, str(tmp_path))
+  for field, value, match in (
+      ("variants", ["dpo:everything"], "is not 'objective:labels'"),
+      ("fractions", (0.0,), r"config.fractions must be non-empty, each in \(0, 1\)"),
+      ("flip_rate", 0.5, r"config.flip_rate must be in \[0, 0.5\)"),
+      ("seeds", 0, "config.seeds must be >= 1")):
+    bad = smoke_config("cwpo_llm")
+    setattr(bad, field, value)
+    with pytest.raises(ValueError, match=match):
+      run_experiment(bad, str(tmp_path / "bad"))
