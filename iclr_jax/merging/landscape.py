@@ -101,7 +101,8 @@ def gradient_noise_trace(example_loss: Callable[[Any, Any], jax.Array], params: 
   sq = lambda g: sum(jnp.sum(jnp.square(x), axis=tuple(range(1, x.ndim)))  # noqa: E731
                      for x in jax.tree.leaves(g))
   pad = -n % chunk_size
-  padded = jax.tree.map(lambda x: jnp.concatenate([x, x[:pad]]) if pad else x, examples)
+  padded = jax.tree.map(  # padding rows (any example; masked out) fill the last chunk
+      lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x, examples)
   chunks = jax.tree.map(lambda x: x.reshape(-1, chunk_size, *x.shape[1:]), padded)
   mask = (jnp.arange(n + pad) < n).reshape(-1, chunk_size)
 

@@ -49,8 +49,15 @@ def test_gradient_noise_trace_matches_numpy(rng):
   w = rng.normal(size=d) * 0.5
   params = {"w": jnp.asarray(w, jnp.float32), "b": jnp.zeros((), jnp.float32)}
   loss = lambda p, ex: jax.nn.softplus(-ex[1] * (ex[0] @ p["w"] + p["b"]))  # noqa: E731
-  got = merging.gradient_noise_trace(loss, params, (jnp.asarray(x, jnp.float32),
-                                                    jnp.asarray(y, jnp.float32)), chunk_size=8)
   s = 1 / (1 + np.exp(y * (x @ w)))
   g = np.concatenate([(-y * s)[:, None] * x, (-y * s)[:, None]], axis=1)  # [n, d + 1]
-  np.testing.assert_allclose(got, g.var(0, ddof=1).sum(), rtol=1e-4)
+  # chunks that divide n, that leave a remainder, and that exceed n (more padding rows
+  # than examples: once a shape error)
+  for size in (1, 8, 37, 64, 100):
+    got = merging.gradient_noise_trace(loss, params, (jnp.asarray(x, jnp.float32),
+                                                      jnp.asarray(y, jnp.float32)),
+                                       chunk_size=size)
+    np.testing.assert_allclose(got, g.var(0, ddof=1).sum(), rtol=1e-4, err_msg=str(size))
+  few = merging.gradient_noise_trace(loss, params, (jnp.asarray(x[:3], jnp.float32),
+                                                    jnp.asarray(y[:3], jnp.float32)))
+  np.testing.assert_allclose(few, g[:3].var(0, ddof=1).sum(), rtol=1e-4)
