@@ -60,3 +60,25 @@ def test_weight_zero_is_bit_identical_to_cfg_and_weight_one_agrees_with_w():
   steered = np.asarray(sample(framing.auxiliary_sampling(cfg, w, weight=1.0)))
   gap = lambda x: np.linalg.norm(x[..., 8:] - x[..., :8] @ np.asarray(w).T)
   assert gap(steered) < 0.5 * gap(np.asarray(plain))
+
+
+def test_corrected_denoiser_against_numpy_including_a_traced_zero_weight():
+  # the g = 0 shortcut above returns the denoiser itself; here the correction path runs for
+  # every g (a traced 0 included) and is checked against float64 NumPy with its own pinv
+  rng = np.random.default_rng(3)
+  w = rng.normal(size=(3, 8))
+  x = jnp.asarray(rng.normal(size=(4, 6, 11)), jnp.float32)
+  t = jnp.asarray([3.0, 10.0, 20.0, 40.0])
+  base = lambda x, t: jnp.tanh(x + 0.01 * t[:, None, None])  # noqa: E731
+  out = np.asarray(base(x, t), np.float64)
+  z, z_f = out[..., :8], out[..., 8:]
+  for g in (0.0, 0.3, 1.0):
+    got = jax.jit(lambda x, t, g: framing.auxiliary_sampling(
+        base, jnp.asarray(w, jnp.float32), weight=g)(x, t))(x, t, jnp.float32(g))
+    want = z + g * (z_f - z @ w.T) @ np.linalg.pinv(w).T
+    np.testing.assert_allclose(np.asarray(got)[..., :8], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got)[..., 8:], z_f, rtol=1e-6, atol=1e-6)
+  # g = 1 puts W ẑ on ẑ_F (W has full row rank), g = 0 leaves ẑ as it was
+  full = np.asarray(framing.auxiliary_sampling(base, jnp.asarray(w, jnp.float32),
+                                               weight=1.0)(x, t), np.float64)
+  np.testing.assert_allclose(full[..., :8] @ w.T, z_f, atol=1e-4)
