@@ -4,9 +4,10 @@
     result.best_candidate, result.best_score, result.metric_calls
 
 The loop (one iteration; every evaluation of one example is a metric call):
-1. (option) merge: after an iteration that added a candidate, two front candidates with a
-   common ancestor are recombined (`merge.py`), tried on 5 validation instances and kept
-   when they score at least as well as the better parent there.
+1. (option) merge: after an iteration that added a reflective child (not a merge, as in
+   gepa), two front candidates with a common ancestor are recombined (`merge.py`), tried on
+   5 validation instances and kept when they score at least as well as the better parent
+   there.
 2. select a parent from the per-instance Pareto front (`pareto.py`) and the next
    epoch-shuffled minibatch of training examples (`sampler.py`);
 3. run the parent on it with traces; skip the iteration when every score is perfect;
@@ -134,10 +135,6 @@ class _Run:
     s.val_scores.append(scores)
     s.next_component.append(max(s.next_component[p] for p in parents))
     s.discovery_calls.append(calls_before)
-    if self.use_merge:
-      s.merge["last_found_new"] = True
-      if s.merge["tested"] < self.max_merges:
-        s.merge["due"] += 1
     return idx
 
   # ---- one iteration -----------------------------------------------------------------
@@ -202,6 +199,10 @@ class _Run:
     entry["accepted"] = sum(after) > sum(run.scores)
     if entry["accepted"]:
       entry["new"] = self.add(child, [parent], calls_before)
+      if self.use_merge:  # as gepa: only an accepted reflective child schedules a merge,
+        s.merge["last_found_new"] = True  # an accepted merge does not
+        if s.merge["tested"] < self.max_merges:
+          s.merge["due"] += 1
 
   def loop(self, run_dir: str | None) -> None:
     s = self.state
