@@ -55,6 +55,75 @@ def test_best_score_distribution_matches_gepa(budget, capacity, use_merge):
   assert ours.mean() > _ours(len(VAL)).best_score  # the search does improve on the seed
 
 
+def _best_pick_fraction(events, aggregates):
+  """The share of parent selections that picked the best-aggregate candidate of the pool at
+  that moment; events in order: ("select", idx) or ("accept", idx)."""
+  pool, hits, picks = 1, 0, 0
+  for kind, idx in events:
+    if kind == "accept":
+      pool += 1
+    else:
+      picks += 1
+      hits += aggregates[idx] >= max(aggregates[:pool]) - 1e-12
+  return hits / max(picks, 1)
+
+
+def _ours_selection(budget, seed, capacity, select=None, monkeypatch=None):
+  if select is not None:
+    monkeypatch.setattr(prompt_opt.engine.pareto, "select_parent", select)
+  res = _ours(budget, seed=seed, adapter=toy.ToyAdapter(capacity=capacity))
+  events = []
+  for e in res.log:
+    if e.get("kind") == "reflect" and "parent" in e:
+      events.append(("select", e["parent"]))
+    if "new" in e:
+      events.append(("accept", e["new"]))
+  return _best_pick_fraction(events, res.aggregates)
+
+
+def _gepa_selection(budget, seed, capacity):
+  gepa = pytest.importorskip("gepa")
+  from gepa.core.adapter import EvaluationBatch  # pylint: disable=import-outside-toplevel
+  events = []
+
+  class Record:
+    def on_candidate_selected(self, event):
+      events.append(("select", event["candidate_idx"]))
+
+    def on_candidate_accepted(self, event):
+      events.append(("accept", event["new_candidate_idx"]))
+
+    def log(self, *_):
+      pass
+
+  adapter = toy.ToyAdapter(batch_type=EvaluationBatch, capacity=capacity)
+  res = gepa.optimize(seed_candidate=toy.SEED, trainset=TRAIN, valset=VAL, adapter=adapter,
+                      max_metric_calls=budget, seed=seed, logger=Record(),
+                      track_best_outputs=False, callbacks=[Record()])
+  return _best_pick_fraction(events, list(res.val_aggregate_scores))
+
+
+def test_parent_selection_over_a_run_matches_gepa_and_separates_greedy_and_uniform(
+    monkeypatch):
+  """Engine level: how often a run's parent is the pool's best candidate, over 20 seeds,
+  has gepa's distribution; greedy (always the best) and uniform (any candidate) selection
+  both fail the same comparison."""
+  stats = pytest.importorskip("scipy.stats")
+  theirs = np.array([_gepa_selection(300, s, 2) for s in range(20)])
+  ours = np.array([_ours_selection(300, s, 2) for s in range(20)])
+
+  def same(a, b):
+    se = np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)) + 1e-12
+    return abs(a.mean() - b.mean()) <= 2 * se and stats.mannwhitneyu(a, b).pvalue > 0.05
+
+  assert same(ours, theirs), (ours, theirs)
+  greedy = lambda rng, fronts, aggs: max(range(len(aggs)), key=lambda i: aggs[i])  # noqa: E731
+  uniform = lambda rng, fronts, aggs: rng.randrange(len(aggs))  # noqa: E731
+  for select in (greedy, uniform):
+    other = np.array([_ours_selection(300, s, 2, select, monkeypatch) for s in range(20)])
+    assert not same(other, theirs), (select, other, theirs)
+
+
 @pytest.mark.parametrize("budget", range(12, 140, 9))
 def test_budget_is_never_exceeded_and_counts_every_call(budget):
   adapter = toy.ToyAdapter()
