@@ -11,7 +11,8 @@ Smoke (a random 2-layer model with SmolLM2's tokenizer; scores mean nothing):
 
 from iclr_jax.recipes import common
 
-SCORERS = ("snapkv", "pyramidkv", "h2o", "streaming", "random", "oracle", "draft", "lookahead")
+SCORERS = ("snapkv", "pyramidkv", "h2o", "streaming", "random", "oracle", "draft", "lookahead",
+           "lookahead_untrained")
 
 
 def get_config(arg=None):

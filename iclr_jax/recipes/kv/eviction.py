@@ -32,7 +32,7 @@ from iclr_jax.recipes.kv import eviction_report
 from iclr_jax.recipes.kv import lookahead_training as T
 from iclr_jax.recipes.kv import scoring as S
 
-SCORERS = S.PROMPT_SCORERS + S.RESPONSE_SCORERS + ("lookahead",)
+SCORERS = S.PROMPT_SCORERS + S.RESPONSE_SCORERS + ("lookahead", "lookahead_untrained")
 
 
 def _prompts(lm, config, num, seed):
@@ -86,8 +86,9 @@ def _sequences(ids, responses, count, width):
                                         zip(ids, responses)], jnp.int32)
 
 
-def _evaluate(lm, config, tasks, ids, responses, trainable):
-  """{(scorer, budget name): lists of per-prompt recall, agreement, accuracy}."""
+def _evaluate(lm, config, tasks, ids, responses, trainable, untrained=None):
+  """{(scorer, budget name): lists of per-prompt recall, agreement, accuracy}; with
+  `untrained` (the lookahead rows and LoRA as initialised) also `lookahead_untrained`."""
   b, width = config.eval_batch_size, config.data.width
   num_layers = lm.spec.num_layers
   budgets = _budgets(config, num_layers, min(len(i) for i in ids))
@@ -107,6 +108,11 @@ def _evaluate(lm, config, tasks, ids, responses, trainable):
         lm.functions, lm.params, trainable, prompt, lengths, *oracle, *draft,
         jax.random.key(s), window=config.window, sinks=config.sinks,
         alpha=config.lookahead.lora_alpha, lookahead=trainable is not None)
+    if untrained is not None:  # the same pass with the rows as drawn and the LoRA at zero
+      scores = dict(scores, lookahead_untrained=S.score_batch(
+          lm.functions, lm.params, untrained, prompt, lengths, *oracle, *draft,
+          jax.random.key(s), window=config.window, sinks=config.sinks,
+          alpha=config.lookahead.lora_alpha, lookahead=True)[2]["lookahead"])
     for scorer in config.scorers:
       for name, (uniform, pyramid, size) in budgets.items():
         recent = size // 2 if scorer == "h2o" else 0
@@ -154,8 +160,14 @@ def train_and_evaluate(config, workdir: str):
                           seed=d.seed)
       log = {"lookahead_params": T.num_trainable(trainable),
              "lookahead_train_seconds": time.time() - t0}
+    untrained = None
+    if "lookahead_untrained" in config.scorers:
+      la = config.lookahead
+      untrained = T.init_trainable(jax.random.key(d.seed), lm.params,
+                                   num_lookahead=la.num_lookahead, rank=la.lora_rank)
     t0 = time.time()
-    acc, budgets = _evaluate(lm, config, test_tasks, test_ids, test_resp, trainable)
+    acc, budgets = _evaluate(lm, config, test_tasks, test_ids, test_resp, trainable,
+                             untrained)
     rows = [dict(scorer=scorer, budget=name, seed=0, budget_tokens=budgets[name][2],
                  full_cache_accuracy=full_acc, eval_seconds=time.time() - t0,
                  **{k: float(np.mean(v)) for k, v in cell.items()}, **log)
