@@ -57,6 +57,7 @@ def test_bradley_terry_loss_and_its_gradient_against_float64_numpy(rng):
   s_w, s_l = rng.normal(size=12) * 3, rng.normal(size=12) * 3
   want = np.log1p(np.exp(-(s_w - s_l)))  # −log σ(d), float64
   np.testing.assert_allclose(rl.bradley_terry_loss(s_w, s_l), want, rtol=1e-5)
+  np.testing.assert_allclose(jax.jit(rl.bradley_terry_loss)(s_w, s_l), want, rtol=1e-5)
   g = jax.grad(lambda a: rl.bradley_terry_loss(a, jnp.asarray(s_l)).sum())(jnp.asarray(s_w))
   np.testing.assert_allclose(g, -1 / (1 + np.exp(s_w - s_l)), rtol=1e-4, atol=1e-7)
   # far-apart scores neither overflow nor lose the loss
