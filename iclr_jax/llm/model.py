@@ -89,6 +89,30 @@ def pack_replies(prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[in
   return tokens, mask
 
 
+def pack_pairs(prompts: Sequence[Sequence[int]], chosen: Sequence[Sequence[int]],
+               rejected: Sequence[Sequence[int]], pad_id: int, *, bucket: int
+               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+  """Host-side: preference pairs as two `pack_replies` batches, (tokens, mask) of prompt +
+  chosen and of prompt + rejected, both [B, L] with L the longest prompt + reply rounded up
+  to a multiple of `bucket` (a handful of compiled shapes)."""
+  if bucket < 1:
+    raise ValueError(f"bucket must be >= 1, got {bucket}")
+  if not len(prompts) == len(chosen) == len(rejected) >= 1:
+    raise ValueError(f"need as many prompts, chosen and rejected replies (>= 1), got "
+                     f"{len(prompts)}, {len(chosen)} and {len(rejected)}")
+  longest = max(len(p) + max(len(c), len(r)) for p, c, r in zip(prompts, chosen, rejected))
+  length = -(-longest // bucket) * bucket
+  return (pack_replies(prompts, chosen, length, pad_id),
+          pack_replies(prompts, rejected, length, pad_id))
+
+
+def reply_logprobs(functions: ModelFunctions, params, tokens: jax.Array,
+                   mask: jax.Array) -> jax.Array:
+  """Summed log-probs float32 [B] of the reply tokens of rows as `pack_replies` makes them
+  (tokens int [B, S], mask float [B, S]); differentiable in `params`, usable under `jit`."""
+  return jnp.sum(next_token_logprobs(functions, params, tokens) * mask, axis=-1)
+
+
 class PretrainedLM:
   """A pretrained causal LM: `logits`, `generate`, `score`, `chat` (see `iclr_jax.llm`).
 

@@ -29,8 +29,8 @@ from absl import logging
 
 from iclr_jax.envs import propersim as env
 from iclr_jax.envs.propersim_llm import read_message
-from iclr_jax.llm.model import next_token_logprobs
-from iclr_jax.llm.model import pack_replies as pack
+from iclr_jax.llm.model import pack_pairs as llm_pack_pairs
+from iclr_jax.llm.model import reply_logprobs as sequence_logps
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
 from iclr_jax.rl.preference import dpo_loss
 
@@ -83,11 +83,6 @@ def score_messages(persona: env.PersonaArrays, activity: int, step_of_day: int,
                                           parts[:, 0].astype(bool), parts[:, 1], parts[:, 2]))
 
 
-def sequence_logps(functions, params, tokens, mask):
-  """Summed log-probs of the masked (reply) tokens [B]."""
-  return jnp.sum(next_token_logprobs(functions, params, tokens) * mask, axis=-1)
-
-
 def make_dpo_step(functions, optimizer, *, alpha: float, beta: float):
   """jit: (adapters, opt_state, params, chosen (tokens, mask), rejected, ref logps [2, B],
   weights [B]) -> (adapters, opt_state, loss): the weighted mean of `rl.dpo_loss`."""
@@ -115,12 +110,8 @@ def init_adapters(lm, config, seed: int):
 def pack_pairs(lm, pairs, bucket: int = 64):
   """(chosen (tokens, mask), rejected (tokens, mask)) of pairs {prompt, chosen, rejected}
   (token ids), padded to a multiple of `bucket` tokens."""
-  longest = max(len(p["prompt"]) + max(len(p["chosen"]), len(p["rejected"])) for p in pairs)
-  length = -(-longest // bucket) * bucket
-  prompts = [p["prompt"] for p in pairs]
-  pad = lm.tokenizer.pad_id
-  return (pack(prompts, [p["chosen"] for p in pairs], length, pad),
-          pack(prompts, [p["rejected"] for p in pairs], length, pad))
+  return llm_pack_pairs([p["prompt"] for p in pairs], [p["chosen"] for p in pairs],
+                        [p["rejected"] for p in pairs], lm.tokenizer.pad_id, bucket=bucket)
 
 
 @functools.lru_cache(maxsize=8)

@@ -41,8 +41,7 @@ import optax
 from absl import logging
 
 from iclr_jax.datasets import verifiable as V
-from iclr_jax.llm.model import next_token_logprobs
-from iclr_jax.llm.model import pack_replies as pack
+from iclr_jax.llm.model import pack_pairs, reply_logprobs
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
 from iclr_jax.recipes import common
 from iclr_jax.recipes.rl import cwpo_llm_annotators as ann
@@ -82,10 +81,6 @@ def objective_losses(objective, chosen, rejected, ref_chosen, ref_rejected, chos
   raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
-def _logps(functions, params, tokens, mask):
-  return jnp.sum(next_token_logprobs(functions, params, tokens) * mask, axis=-1)
-
-
 @functools.lru_cache(maxsize=8)
 def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_beta,
                       simpo_gamma):
@@ -96,7 +91,7 @@ def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_
 
   def loss_fn(adapters, params, chosen, rejected, ref, weights, real):
     merged = merge_lora(params, adapters, alpha=alpha)
-    c, r = _logps(functions, merged, *chosen), _logps(functions, merged, *rejected)
+    c, r = reply_logprobs(functions, merged, *chosen), reply_logprobs(functions, merged, *rejected)
     lc = jnp.maximum(jnp.sum(chosen[1], -1), 1.0)
     lr_ = jnp.maximum(jnp.sum(rejected[1], -1), 1.0)
     losses = objective_losses(objective, c, r, ref[0], ref[1], lc, lr_, **hyper)
@@ -109,17 +104,14 @@ def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_
     updates, opt_state = optimizer.update(grads, opt_state, adapters)
     return optax.apply_updates(adapters, updates), opt_state, loss
 
-  return optimizer, step, jax.jit(functools.partial(_logps, functions))
+  return optimizer, step, jax.jit(functools.partial(reply_logprobs, functions))
 
 
 def _pack_pair_rows(lm, pairs, idx, chosen_is_a):
   prompts = [pairs[i]["prompt_ids"] for i in idx]
   win = [pairs[i]["a_ids" if a else "b_ids"] for i, a in zip(idx, chosen_is_a)]
   lose = [pairs[i]["b_ids" if a else "a_ids"] for i, a in zip(idx, chosen_is_a)]
-  longest = max(len(p) + max(len(w), len(l)) for p, w, l in zip(prompts, win, lose))
-  length = -(-longest // ann.BUCKET) * ann.BUCKET
-  pad = lm.tokenizer.pad_id
-  return pack(prompts, win, length, pad), pack(prompts, lose, length, pad)
+  return pack_pairs(prompts, win, lose, lm.tokenizer.pad_id, bucket=ann.BUCKET)
 
 
 def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:

@@ -1,0 +1,44 @@
+"""The preference-pair packer and summed reply log-probs shared by the DPO-style recipes, on a
+random 1-layer model with SmolLM2's tokenizer: against `pack_replies` row by row and against
+`PretrainedLM.token_logprobs` (an independent path through the model), with and without jit."""
+
+import chex
+import numpy as np
+import pytest
+
+from iclr_jax.llm import pack_pairs, pack_replies, random_pretrained, reply_logprobs
+
+
+class PairsTest(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_pairs_and_reply_logprobs(self):
+    lm = random_pretrained(num_layers=1, d_model=32, num_heads=2, num_kv_heads=1,
+                           mlp_hidden=64)
+    enc = lm.tokenizer.encode
+    prompts = [enc("What is 6 times 7?"), enc("Name a fruit.")]
+    chosen = [enc("Result: 42") + [2], enc("apple")]
+    rejected = [enc("no idea"), enc("The answer is a pear, I think, or maybe a plum.")]
+    (tc, mc), (tr, mr) = pack_pairs(prompts, chosen, rejected, lm.tokenizer.pad_id, bucket=16)
+    longest = max(len(p) + max(len(c), len(r)) for p, c, r in zip(prompts, chosen, rejected))
+    assert tc.shape == tr.shape == (2, -(-longest // 16) * 16)
+    want_c = pack_replies(prompts, chosen, tc.shape[1], lm.tokenizer.pad_id)
+    np.testing.assert_array_equal(tc, want_c[0])
+    np.testing.assert_array_equal(mc, want_c[1])
+    got = self.variant(lambda p, t, m: reply_logprobs(lm.functions, p, t, m))(
+        lm.params, tc, mc)
+    want = [float(np.sum(x, dtype=np.float64)) for x in lm.token_logprobs(prompts, chosen)]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    got_r = self.variant(lambda p, t, m: reply_logprobs(lm.functions, p, t, m))(
+        lm.params, tr, mr)
+    want_r = [float(np.sum(x, dtype=np.float64)) for x in lm.token_logprobs(prompts, rejected)]
+    np.testing.assert_allclose(got_r, want_r, rtol=1e-5, atol=1e-4)
+
+
+def test_bad_pairs_are_named():
+  with pytest.raises(ValueError, match="bucket must be >= 1, got 0"):
+    pack_pairs([[1]], [[2]], [[3]], 0, bucket=0)
+  with pytest.raises(ValueError, match="need as many prompts, chosen and rejected replies"):
+    pack_pairs([[1], [1]], [[2]], [[3]], 0, bucket=8)
+  with pytest.raises(ValueError, match="need as many prompts"):
+    pack_pairs([], [], [], 0, bucket=8)
