@@ -122,11 +122,8 @@ def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:
       refs = f["logps"]
     if refs.shape == (len(pairs), 2):
       return refs
-  p = config.policy
-  *_, logps = _policy_functions(lm.functions, "dpo", float(p.learning_rate), float(p.alpha),
-                                float(p.beta), float(p.label_noise), float(p.simpo_beta),
-                                float(p.simpo_gamma))
-  out, b = [], p.batch_size
+  logps = jax.jit(functools.partial(reply_logprobs, lm.functions))
+  out, b = [], config.policy.batch_size
   for s in range(0, len(pairs), b):
     idx = list(range(s, min(s + b, len(pairs))))
     idx += [idx[0]] * (b - len(idx))
