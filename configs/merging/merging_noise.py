@@ -5,6 +5,8 @@ independently initialised pairs merged with and without weight matching.
 
 Run (2 CPU cores: see docs/merging.md for the time):
   python experiments/train.py --config=configs/merging/merging_noise.py --workdir=runs/merging_noise
+Children trained to a fixed training loss instead of a fixed number of epochs (η and B sweeps):
+  python experiments/train.py --config=configs/merging/merging_noise.py:fixed_loss --workdir=runs/merging_fixed_loss
 Smoke (seconds):
   python experiments/train.py --config=configs/merging/merging_noise.py:smoke --workdir=/tmp/mn
 """
@@ -13,7 +15,9 @@ from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  c, smoke = common.new_config("configs/merging/merging_noise.py", arg, "merging_noise")
+  variant = common.config_variant("configs/merging/merging_noise.py", arg, ("fixed_loss",))
+  c, smoke = common.new_config("configs/merging/merging_noise.py",
+                               "smoke" if variant == "smoke" else None, "merging_noise")
   c.models = ["mlp", "mlp_ln", "cnn", "cnn_ln"]
   c.knobs = ["lr", "batch_size", "momentum", "weight_decay", "augment"]
   c.independent = True  # the alignment baseline (weight matching vs none)
@@ -32,8 +36,18 @@ def get_config(arg=None):
                   augment=[0, 1, 2, 3])
   c.parent_epochs = 2
   c.child_epochs = 8
+  # Variant 'fixed_loss': each child trains until its mean training loss over an epoch is
+  # at most the model's target (the base setting's loss after child_epochs), at most
+  # child_max_epochs; separates S̃ from how far the children trained.
+  c.child_target_loss = None
+  c.child_max_epochs = 64
   c.alphas = 11  # interpolation points of the loss barrier
   c.noise_examples = 256  # examples of the per-example-gradient variance tr Σ
+  if variant == "fixed_loss":
+    c.models = ["mlp", "cnn"]
+    c.knobs = ["lr", "batch_size"]
+    c.independent = False
+    c.child_target_loss = dict(mlp=0.1, cnn=0.5)
   if smoke:
     c.models = ["mlp_ln"]
     c.knobs = ["lr", "batch_size"]

@@ -15,7 +15,11 @@ from iclr_jax.recipes import common
 
 def get_config(arg=None):
   c, smoke = common.new_config("configs/pgest/ivw_control.py", arg, "ivw_control")
-  c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed"]
+  c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed",
+                "ivw_h_critic", "ivw_critic", "zeroth_critic"]
+  # The *_critic variants form the zeroth-order term from a TD(λ) critic V(s, t) (SHAC-style)
+  # instead of the Monte-Carlo cost-to-go with a leave-one-out baseline.
+  c.critic = dict(lam=0.95, hidden=64, lr=1e-3, steps=16)
   c.fixed_alpha = 0.5
   # per task: horizons (steps) and the policy's exploration noise σ (paddle acceleration,
   # |u| <= 30; pendulum torque, |u| <= 10)
@@ -28,7 +32,7 @@ def get_config(arg=None):
   c.hidden = 32
   c.eval_states = 256
   if smoke:
-    c.variants = ["ivw_h", "first"]
+    c.variants = ["ivw_h", "first", "ivw_h_critic"]
     c.tasks = dict(juggling=dict(horizons=[20], sigma=2.0))
     c.seeds = 2
     c.actors = 8

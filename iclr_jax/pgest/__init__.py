@@ -5,10 +5,11 @@ from iclr_jax.pgest.estimators import (GradEstimate, aobg, bernstein_radius,
                                        bias_constrained_aobg, ddcg_grad, ddcg_statistic,
                                        first_order_grad, inverse_variance_alpha,
                                        zeroth_order_grad)
-from iclr_jax.pgest.ivw import (ActionGradients, action_gradients, combine, ivw_alpha, ivw_h,
-                                ivw_h_alpha, ivw_h_policy_gradient, policy_gradient)
+from iclr_jax.pgest.ivw import (ActionGradients, action_gradients, combine,
+                                critic_zeroth_order, ivw_alpha, ivw_h, ivw_h_alpha,
+                                ivw_h_policy_gradient, lambda_returns, policy_gradient)
 
 __all__ = ["ActionGradients", "GradEstimate", "action_gradients", "aobg", "bernstein_radius",
-           "bias_constrained_aobg", "combine", "ddcg_grad", "ddcg_statistic",
+           "bias_constrained_aobg", "combine", "critic_zeroth_order", "ddcg_grad", "ddcg_statistic",
            "first_order_grad", "inverse_variance_alpha", "ivw_alpha", "ivw_h", "ivw_h_alpha",
-           "ivw_h_policy_gradient", "policy_gradient", "zeroth_order_grad"]
+           "ivw_h_policy_gradient", "lambda_returns", "policy_gradient", "zeroth_order_grad"]

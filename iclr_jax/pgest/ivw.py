@@ -36,11 +36,13 @@ IVW_H_EPS = 1e-12
 
 class ActionGradients(NamedTuple):
   """Per actor, step and action dimension, [N, T, A]: first- and zeroth-order estimates of
-  dL/du_t; states [N, T, S] the policy saw; costs [N] (the rollouts' losses)."""
+  dL/du_t; states [N, T, S] the policy saw; costs [N] (the rollouts' losses); step_costs
+  [N, T] (c_t of each step)."""
   first: jax.Array
   zero: jax.Array
   states: jax.Array
   costs: jax.Array
+  step_costs: jax.Array
 
 
 def _check_pair(first, zero, eps):
@@ -126,7 +128,52 @@ def action_gradients(policy: Callable, params, dynamics: Callable, cost: Callabl
   n = to_go.shape[0]  # leave-one-out baseline: the other actors' mean, so E g₀ stays exact
   advantage = (to_go - to_go.mean(0, keepdims=True)) * n / (n - 1)
   zero = jax.lax.stop_gradient(advantage)[..., None] * noise / sigma
-  return ActionGradients(first, zero, states, costs.sum(1))
+  return ActionGradients(first, zero, states, costs.sum(1), costs)
+
+
+def lambda_returns(step_costs: jax.Array, values: jax.Array, *, lam, gamma=1.0) -> jax.Array:
+  """TD(λ) returns of finite-horizon rollouts, [N, T]:
+  G_t = c_t + γ ((1 − λ) V_{t+1} + λ G_{t+1}), with nothing after the last step
+  (G_{T−1} = c_{T−1}). λ = 1 gives the cost-to-go Σ_{t' ≥ t} γ^{t'−t} c_t', λ = 0 the
+  one-step target c_t + γ V_{t+1}.
+
+  Args:
+    step_costs: c_t [N, T].
+    values: the critic's V(s_t, t) [N, T] (V_0 is not used).
+    lam, gamma: in [0, 1].
+  """
+  if jnp.ndim(step_costs) != 2 or jnp.shape(values) != jnp.shape(step_costs):
+    raise ValueError(f"step_costs and values must share a shape [N, T], got "
+                     f"{jnp.shape(step_costs)} and {jnp.shape(values)}")
+  checks.check_range("lam", lam, 0.0, 1.0, traced_check=False)
+  checks.check_range("gamma", gamma, 0.0, 1.0, traced_check=False)
+  next_values = jnp.concatenate([values[:, 1:], jnp.zeros_like(values[:, :1])], axis=1)
+
+  def back(g_next, xs):
+    c, v_next = xs
+    g = c + gamma * ((1 - lam) * v_next + lam * g_next)
+    return g, g
+  _, returns = jax.lax.scan(back, jnp.zeros(step_costs.shape[0], step_costs.dtype),
+                            (step_costs.T, next_values.T), reverse=True)
+  return returns.T
+
+
+def critic_zeroth_order(step_costs: jax.Array, values: jax.Array, noise: jax.Array, *,
+                        sigma, lam, gamma=1.0) -> jax.Array:
+  """The zeroth-order action gradient with a TD(λ) critic (the SHAC-style form):
+  g₀ = (G^λ_t − V(s_t)) ε_t / σ, [N, T, A], G^λ from `lambda_returns` and the critic's own
+  value as the baseline (no gradient flows into either). With λ = 1 it is the Monte-Carlo
+  cost-to-go with a state-dependent baseline (unbiased); with λ < 1 it trades bias from the
+  critic's error for lower variance.
+
+  step_costs, values: [N, T]; noise: ε [N, T, A]; sigma > 0."""
+  checks.check_range("sigma", sigma, 0.0, np.inf, low_open=True, high_open=True,
+                     traced_check=False)
+  if jnp.ndim(noise) != 3 or jnp.shape(noise)[:2] != jnp.shape(step_costs):
+    raise ValueError(f"noise must be [N, T, A] with [N, T] = step_costs.shape = "
+                     f"{jnp.shape(step_costs)}, got {jnp.shape(noise)}")
+  advantage = lambda_returns(step_costs, values, lam=lam, gamma=gamma) - values
+  return jax.lax.stop_gradient(advantage)[..., None] * noise / sigma
 
 
 def policy_gradient(policy: Callable, params, states: jax.Array, action_grads: jax.Array):

@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "mdlm": "iclr_jax.recipes.diffusion.diffusion_lm:train_and_evaluate",
     "music_flamingo": "iclr_jax.recipes.audio.music_flamingo:train_and_evaluate",
     "merging_noise": "iclr_jax.recipes.merging.merging_noise:train_and_evaluate",
+    "merging_tasks": "iclr_jax.recipes.merging.merging_tasks:train_and_evaluate",
     "propersim": "iclr_jax.recipes.agents.propersim:train_and_evaluate",
     "probhard_e2e": "iclr_jax.recipes.constraints.probhard_e2e:train_and_evaluate",
     "text_to_motion": "iclr_jax.recipes.motion.text_to_motion:train_and_evaluate",

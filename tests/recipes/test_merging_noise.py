@@ -97,3 +97,59 @@ def test_bad_config_is_named():
   c.models = ["resnet"]
   with pytest.raises(ConfigError, match=r"config.models: 'resnet' is not one of"):
     merging_noise.train_and_evaluate(c, "/tmp/unused")
+
+
+def test_train_to_loss_freezes_each_network_at_its_own_epoch(rng):
+  """A network stops at the first epoch whose training loss is ≤ the target; the others go on
+  exactly as if trained alone, epoch by epoch, with the same keys."""
+  fns, _ = nets.classifier("mlp", image_shape=(4, 4, 1), num_classes=3, mlp_hidden=(8,),
+                           cnn_channels=(2,), cnn_strides=(1,))
+  images = jnp.asarray(rng.uniform(size=(48, 4, 4, 1)), jnp.float32)
+  labels = jnp.asarray(rng.integers(0, 3, 48), jnp.int32)
+  keys = jnp.stack([jax.random.key(1), jax.random.key(2)])
+  hyper = nets.Hyper(lr=jnp.array([0.5, 0.01]), momentum=jnp.zeros(2),
+                     weight_decay=jnp.zeros(2), augment=jnp.zeros(2, jnp.int32))
+  params, velocity = nets.init(fns, keys)
+  common = dict(batch_size=16, max_shift=0)
+  # Per-epoch losses of each network trained alone for 6 epochs.
+  alone = []
+  for i in range(2):
+    one = lambda t, i=i: jax.tree.map(lambda x: x[i:i + 1], t)  # noqa: E731
+    p, v, losses, snaps = one(params), one(velocity), [], []
+    for e in range(6):
+      p, v, loss = nets.train(fns, p, v, one(hyper), jax.random.fold_in(keys[i], e)[None],
+                              images, labels, epochs=1, **common)
+      losses.append(float(loss[0]))
+      snaps.append(p)
+    alone.append((losses, snaps))
+  target = float(np.median(alone[0][0][:3]))  # network 0 reaches it within 3 epochs
+  out, _, last, used, reached = nets.train_to_loss(fns, params, velocity, hyper, keys, images,
+                                                   labels, target=target, max_epochs=6,
+                                                   **common)
+  for i in range(2):
+    losses, snaps = alone[i]
+    hit = [e for e, loss in enumerate(losses) if loss <= target]
+    stop = hit[0] if hit else 5
+    assert used[i] == stop + 1 and reached[i] == bool(hit)
+    np.testing.assert_allclose(last[i], losses[stop], rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b[0], rtol=1e-5, atol=1e-6),
+                 jax.tree.map(lambda x, i=i: x[i], out), snaps[stop])
+  assert used[0] < used[1]  # the slow network went on after the fast one stopped
+
+
+def test_fixed_loss_rows_record_the_epochs(tmp_path):
+  c = smoke_config("merging_noise")
+  c.knobs, c.independent = ["lr"], False
+  c.child_target_loss = dict(mlp_ln=2.0)
+  c.child_max_epochs = 3
+  merging_noise.train_and_evaluate(c, str(tmp_path))
+  rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+  for r in rows:
+    assert all(1 <= e <= 3 for e in r["child_epochs"])
+    if r["target_reached"]:  # both children's last epochs are at most the target
+      assert r["train_loss"] <= 2.0
+    else:  # one of them ran out of epochs
+      assert max(r["child_epochs"]) == 3
+  c.child_target_loss = dict(mlp=2.0)
+  with pytest.raises(ConfigError, match="child_target_loss needs a positive loss for"):
+    merging_noise.train_and_evaluate(c, str(tmp_path / "other"))

@@ -8,9 +8,11 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from iclr_jax import pgest
 from iclr_jax.envs import contact_tasks
+from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.pgest import gradient_estimators, ivw_control, optimise
 from tests.recipes.config_files import smoke_config
 
@@ -71,6 +73,15 @@ def test_ivw_control_smoke_rows_and_resume(tmp_path):
   for r in rows:
     assert len(r["curve"]) == config.iterations + 1 and r["final"] == r["curve"][-1]
   assert all(r["mean_alpha"] == 1.0 for r in rows if r["variant"] == "first")
+  for r in rows:  # the critic variants record their regression loss, the others none
+    assert ("critic_loss_last" in r) == (r["variant"] in ivw_control.CRITIC_VARIANTS)
   before = os.path.getsize(tmp_path / "results.jsonl")
   ivw_control.train_and_evaluate(config, str(tmp_path))
   assert os.path.getsize(tmp_path / "results.jsonl") == before
+
+
+def test_ivw_control_bad_critic_config_is_named(tmp_path):
+  config = smoke_config("ivw_control")
+  config.critic.lam = 1.5
+  with pytest.raises(ConfigError, match="config.critic: lam in"):
+    ivw_control.train_and_evaluate(config, str(tmp_path))

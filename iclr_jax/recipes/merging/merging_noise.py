@@ -52,47 +52,70 @@ def _check_config(config) -> None:
     raise ConfigError("config.seeds, config.parent_epochs and config.child_epochs must be >= 1")
   if not 0.0 <= config.base.momentum < 1.0:
     raise ConfigError(f"config.base.momentum must lie in [0, 1), got {config.base.momentum}")
+  target = config.get("child_target_loss")
+  if target is not None:
+    missing = [m for m in config.models if not (m in target and target[m] > 0)]
+    if missing:
+      raise ConfigError(f"config.child_target_loss needs a positive loss for {missing}, "
+                        f"got {dict(target)}")
+    if config.get("child_max_epochs", 0) < 1:
+      raise ConfigError("config.child_max_epochs must be >= 1 with child_target_loss")
 
 
-def _settings(config, knob: str) -> list[dict]:
+def settings_of(config, knob: str) -> list[dict]:
   base = dict(config.base)
   return [dict(base, **{knob: type(base[knob])(v)}) for v in config.sweeps[knob]]
 
 
-def _hyper(settings: list[dict], seeds: int) -> nets.Hyper:
+def hyper_of(settings: list[dict], seeds: int) -> nets.Hyper:
   col = lambda k, dt: jnp.asarray(np.repeat([s[k] for s in settings], seeds), dt)  # noqa: E731
   return nets.Hyper(col("lr", jnp.float32), col("momentum", jnp.float32),
                     col("weight_decay", jnp.float32), col("augment", jnp.int32))
 
 
-def _keys(seeds: int, repeats: int, stream: int):
+def seed_keys(seeds: int, repeats: int, stream: int):
   """[repeats · seeds] keys, the same for every repeat (one setting per repeat)."""
   ks = jnp.stack([jax.random.fold_in(jax.random.key(s), stream) for s in range(seeds)])
   return jnp.tile(ks, repeats)
 
 
-def _shared_trajectory(config, fns, data, settings: list[dict]) -> list[dict]:
-  """Parent + two children for every setting × seed (one batch size)."""
+def _shared_trajectory(config, fns, data, settings: list[dict], model: str) -> list[dict]:
+  """Parent + two children for every setting × seed (one batch size); the children train
+  `config.child_epochs`, or, when `config.child_target_loss` ({model: loss}) is set, until
+  each one's training loss reaches the model's target (at most `config.child_max_epochs`)."""
   seeds, reps = config.seeds, len(settings)
-  hyper = _hyper(settings, seeds)
+  hyper = hyper_of(settings, seeds)
   batch = settings[0]["batch_size"]
   common = dict(batch_size=batch, max_shift=int(max(config.sweeps.augment)))
-  params, velocity = nets.init(fns, _keys(seeds, reps, 0))
-  params, velocity, _ = nets.train(fns, params, velocity, hyper, _keys(seeds, reps, 1),
+  params, velocity = nets.init(fns, seed_keys(seeds, reps, 0))
+  params, velocity, _ = nets.train(fns, params, velocity, hyper, seed_keys(seeds, reps, 1),
                                    data.train_images, data.train_labels,
                                    epochs=config.parent_epochs, **common)
   k = config.noise_examples
   trace = nets.noise_trace(fns, params, data.train_images[:k], data.train_labels[:k])
   two = lambda t: jax.tree.map(lambda x: jnp.concatenate([x, x]), t)  # noqa: E731
-  keys = jnp.concatenate([_keys(seeds, reps, 2), _keys(seeds, reps, 3)])
-  children, _, train_loss = nets.train(fns, two(params), two(velocity), two(hyper), keys,
-                                       data.train_images, data.train_labels,
-                                       epochs=config.child_epochs, **common)
+  keys = jnp.concatenate([seed_keys(seeds, reps, 2), seed_keys(seeds, reps, 3)])
   half = hyper.lr.shape[0]
+  target = config.get("child_target_loss")
+  if target is None:  # the paper's protocol: a fixed epoch budget
+    children, _, train_loss = nets.train(fns, two(params), two(velocity), two(hyper), keys,
+                                         data.train_images, data.train_labels,
+                                         epochs=config.child_epochs, **common)
+    epochs, reached = np.full(2 * half, config.child_epochs), None
+  else:  # each child trains until its training loss reaches the model's target
+    children, _, train_loss, epochs, reached = nets.train_to_loss(
+        fns, two(params), two(velocity), two(hyper), keys, data.train_images,
+        data.train_labels, target=float(target[model]),
+        max_epochs=config.child_max_epochs, **common)
   a = jax.tree.map(lambda x: x[:half], children)
   b = jax.tree.map(lambda x: x[half:], children)
-  return _pair_rows(config, fns, data, a, b, settings, trace=np.asarray(trace),
+  rows = _pair_rows(config, fns, data, a, b, settings, trace=np.asarray(trace),
                     train_loss=np.asarray(train_loss))
+  for i, r in enumerate(rows):
+    r["child_epochs"] = [int(epochs[i]), int(epochs[i + half])]
+    if reached is not None:
+      r["target_reached"] = bool(reached[i] and reached[i + half])
+  return rows
 
 
 def _pair_rows(config, fns, data, a, b, settings, *, trace=None, train_loss=None):
@@ -127,11 +150,11 @@ def _independent(config, fns, spec, data) -> list[dict]:
   """Two independently initialised networks per seed, merged with and without alignment."""
   seeds = config.seeds
   settings = [dict(config.base)]
-  hyper = _hyper(settings, 2 * seeds)
-  inits = jnp.concatenate([_keys(seeds, 1, 10), _keys(seeds, 1, 11)])
+  hyper = hyper_of(settings, 2 * seeds)
+  inits = jnp.concatenate([seed_keys(seeds, 1, 10), seed_keys(seeds, 1, 11)])
   params, velocity = nets.init(fns, inits)
   params, _, _ = nets.train(fns, params, velocity, hyper,
-                            jnp.concatenate([_keys(seeds, 1, 2), _keys(seeds, 1, 3)]),
+                            jnp.concatenate([seed_keys(seeds, 1, 2), seed_keys(seeds, 1, 3)]),
                             data.train_images, data.train_labels,
                             epochs=config.parent_epochs + config.child_epochs,
                             batch_size=config.base.batch_size,
@@ -156,13 +179,13 @@ def _run_unit(config, data, model: str, knob: str) -> list[dict]:
   if knob == "independent":
     rows = _independent(config, fns, spec, data)
   else:
-    settings = _settings(config, knob)
+    settings = settings_of(config, knob)
     groups = {}
     for s in settings:  # one compiled program per batch size
       groups.setdefault(s["batch_size"], []).append(s)
     rows = []
     for group in groups.values():
-      rows += [dict(r, knob=knob) for r in _shared_trajectory(config, fns, data, group)]
+      rows += [dict(r, knob=knob) for r in _shared_trajectory(config, fns, data, group, model)]
   for r in rows:
     r["model"] = model
     r["value"] = r[r["knob"]] if r["knob"] in KNOBS else None

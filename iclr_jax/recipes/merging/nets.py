@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -123,6 +124,34 @@ def train(fns: ModelFunctions, params, velocity, hyper: Hyper, keys, images, lab
 
   (params, velocity), losses = jax.lax.scan(epoch, (params, velocity), jnp.arange(epochs))
   return params, velocity, losses[-1]
+
+
+def train_to_loss(fns: ModelFunctions, params, velocity, hyper: Hyper, keys, images, labels,
+                  *, target: float, max_epochs: int, batch_size: int, max_shift: int):
+  """Epochs of `train` until each network's mean training loss over an epoch is ≤ `target`
+  (or `max_epochs`): a network that reached it is frozen (its learning rate set to 0), so
+  every network stops at its own epoch and the others go on unaffected. Host-side loop over
+  jitted epochs; epoch e of network i uses the key fold_in(keys[i], e).
+
+  Returns:
+    (params, velocity, the training loss of each network's last epoch [nets], epochs used
+    [nets], whether the target was reached [nets]).
+  """
+  n = hyper.lr.shape[0]
+  used, done = np.zeros(n, int), np.zeros(n, bool)
+  last = np.full(n, np.nan)
+  for e in range(max_epochs):
+    live = hyper._replace(lr=jnp.where(jnp.asarray(done), 0.0, hyper.lr))
+    ekeys = jax.vmap(lambda k, e=e: jax.random.fold_in(k, e))(keys)
+    params, velocity, loss = train(fns, params, velocity, live, ekeys, images, labels, epochs=1,
+                                   batch_size=batch_size, max_shift=max_shift)
+    loss = np.asarray(loss)
+    last = np.where(done, last, loss)
+    used += ~done
+    done |= loss <= target
+    if done.all():
+      break
+  return params, velocity, last, used, done
 
 
 def _scores(fns: ModelFunctions, params, images, labels):

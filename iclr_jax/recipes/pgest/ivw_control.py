@@ -34,6 +34,7 @@ from iclr_jax import pgest
 from iclr_jax.envs import contact_tasks
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import common
+from iclr_jax.recipes.pgest import critic
 from iclr_jax.train.loop import write_json
 from iclr_jax.train.study import figure, markdown_table, mean_std, pm
 
@@ -44,6 +45,11 @@ WEIGHTINGS = {
     "zeroth": lambda first, zero, c: jnp.zeros(first.shape[1:]),
     "fixed": lambda first, zero, c: jnp.full(first.shape[1:], c),
 }
+# The same weightings with the zeroth-order term formed from a TD(λ) critic
+# (`critic.zeroth_and_update`) instead of the Monte-Carlo cost-to-go with a leave-one-out
+# baseline.
+CRITIC_VARIANTS = {"ivw_h_critic": "ivw_h", "ivw_critic": "ivw", "zeroth_critic": "zeroth"}
+VARIANTS = (*WEIGHTINGS, *CRITIC_VARIANTS)
 
 
 def mlp_policy(params, s):
@@ -65,39 +71,51 @@ def _evaluate(task, params, states, noise, sigma):
 
 @functools.partial(jax.jit, static_argnames=("variant", "task_name", "horizon", "actors",
                                              "iterations", "sigma", "lr", "hidden",
-                                             "fixed_alpha", "eval_states"))
+                                             "fixed_alpha", "eval_states", "critic_config"))
 def train(seeds, *, variant, task_name, horizon, actors, iterations, sigma, lr, hidden,
-          fixed_alpha, eval_states):
-  """Per seed: the evaluation loss after every iteration [S, iterations + 1] and the α
-  used [S, iterations, T, A]."""
+          fixed_alpha, eval_states, critic_config=(0.95, 64, 1e-3, 16)):
+  """Per seed: the evaluation loss after every iteration [S, iterations + 1], the α used
+  [S, iterations, T, A] and the critic's regression loss before each update [S, iterations]
+  (0 for variants without a critic). critic_config: (λ, hidden, Adam lr, steps)."""
   task = contact_tasks.CONTROL_TASKS[task_name](horizon=horizon)
   ek1, ek2 = jax.random.split(jax.random.key(12345))
   eval_s0 = task.initial_states(ek1, eval_states)
   eval_noise = jax.random.normal(ek2, (eval_states, task.horizon, task.action_dim))
   optimizer = optax.adam(lr)
+  lam, critic_hidden, critic_lr, critic_steps = critic_config
+  critic_opt = optax.adam(critic_lr)
+  weighting = WEIGHTINGS[CRITIC_VARIANTS.get(variant, variant)]
 
   def one_seed(seed):
     key = jax.random.key(seed)
     params = init_policy(jax.random.fold_in(key, 0), task.state_dim, task.action_dim, hidden)
+    value_fn = critic.init(jax.random.fold_in(key, 2), task.state_dim, critic_hidden,
+                           critic_opt)
 
     def step(carry, k):
-      params, opt_state = carry
+      params, opt_state, value_fn = carry
       k1, k2 = jax.random.split(k)
       s0 = task.initial_states(k1, actors)
       noise = jax.random.normal(k2, (actors, task.horizon, task.action_dim))
       g = pgest.action_gradients(mlp_policy, params, task.dynamics, task.cost, s0, noise,
                                  sigma=sigma)
-      alpha = WEIGHTINGS[variant](g.first, g.zero, fixed_alpha)
+      zero, critic_loss = g.zero, jnp.zeros(())
+      if variant in CRITIC_VARIANTS:
+        zero, value_fn, critic_loss = critic.zeroth_and_update(
+            value_fn, critic_opt, g, noise, sigma=sigma, lam=lam, steps=critic_steps)
+      alpha = weighting(g.first, zero, fixed_alpha)
       grads = pgest.policy_gradient(mlp_policy, params, g.states,
-                                    pgest.combine(g.first, g.zero, alpha))
+                                    pgest.combine(g.first, zero, alpha))
       updates, opt_state = optimizer.update(grads, opt_state, params)
       params = optax.apply_updates(params, updates)
-      return (params, opt_state), (_evaluate(task, params, eval_s0, eval_noise, sigma), alpha)
+      evaluation = _evaluate(task, params, eval_s0, eval_noise, sigma)
+      return (params, opt_state, value_fn), (evaluation, alpha, critic_loss)
 
     keys = jax.random.split(jax.random.fold_in(key, 1), iterations)
-    _, (losses, alphas) = jax.lax.scan(step, (params, optimizer.init(params)), keys)
+    _, (losses, alphas, critic_losses) = jax.lax.scan(
+        step, (params, optimizer.init(params), value_fn), keys)
     first = _evaluate(task, params, eval_s0, eval_noise, sigma)
-    return jnp.concatenate([first[None], losses]), alphas
+    return jnp.concatenate([first[None], losses]), alphas, critic_losses
 
   return jax.vmap(one_seed)(seeds)
 
@@ -110,8 +128,12 @@ def _check_config(config):
     if not t.horizons or min(t.horizons) < 1 or t.sigma <= 0:
       raise ConfigError(f"config.tasks.{name}: horizons must be >= 1 and sigma > 0")
   for v in config.variants:
-    if v not in WEIGHTINGS:
-      raise ConfigError(f"config.variants: {v!r} is not one of {sorted(WEIGHTINGS)}")
+    if v not in VARIANTS:
+      raise ConfigError(f"config.variants: {v!r} is not one of {sorted(VARIANTS)}")
+  cr = config.critic
+  if not 0.0 <= cr.lam <= 1.0 or cr.hidden < 1 or cr.lr <= 0 or cr.steps < 1:
+    raise ConfigError(f"config.critic: lam in [0, 1], hidden >= 1, lr > 0 and steps >= 1 "
+                      f"are required, got {dict(cr)}")
   if config.actors < 2 or config.iterations < 1 or config.seeds < 1:
     raise ConfigError("config.actors >= 2, config.iterations >= 1 and config.seeds >= 1 "
                       "are required")
@@ -178,17 +200,22 @@ def train_and_evaluate(config, workdir: str):
     if study.done(task=name, horizon=h, variant=v):
       continue
     t0 = time.time()
-    curves, alphas = train(seeds, variant=v, task_name=name, horizon=h,
-                           actors=config.actors, iterations=config.iterations,
-                           sigma=t.sigma, lr=config.lr,
-                           hidden=config.hidden, fixed_alpha=config.fixed_alpha,
-                           eval_states=config.eval_states)
+    cr = config.critic
+    curves, alphas, critic_losses = train(
+        seeds, variant=v, task_name=name, horizon=h, actors=config.actors,
+        iterations=config.iterations, sigma=t.sigma, lr=config.lr, hidden=config.hidden,
+        fixed_alpha=config.fixed_alpha, eval_states=config.eval_states,
+        critic_config=(float(cr.lam), int(cr.hidden), float(cr.lr), int(cr.steps)))
     curves, alphas = np.asarray(curves, np.float64), np.asarray(alphas, np.float64)
+    critic_losses = np.asarray(critic_losses, np.float64)
     rows = [dict(task=name, horizon=h, variant=v, seed=s, curve=[float(c) for c in curves[s]],
                  final=float(curves[s, -1]), best=float(curves[s].min()),
                  mean_curve=float(curves[s].mean()), mean_alpha=float(alphas[s].mean()),
                  alpha_per_step=[float(a) for a in alphas[s].mean(axis=(0, 2))],
                  diverged=not bool(np.isfinite(curves[s]).all()),
+                 **({"critic_loss_first": float(critic_losses[s, 0]),
+                     "critic_loss_last": float(critic_losses[s, -1])}
+                    if v in CRITIC_VARIANTS else {}),
                  unit_seconds=time.time() - t0) for s in range(config.seeds)]
     study.record(rows)
     logging.info("%s, horizon %d, %s: final loss %.4f (%.1f s)", name, h, v,
