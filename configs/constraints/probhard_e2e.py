@@ -1,7 +1,8 @@
 """ProbHardE2E on CPU: a Gaussian MLP (mean, variances, rank-4 factor) trained with CRPS or
 NLL, without a constraint, with projection only at inference (oblique; ProbConserv's soft
 update), and end to end through the oblique / orthogonal projection layer (sample-free, or
-with 8 projected samples; 4 for the nonlinear constraint), on the heat equation, the porous-medium equation (m ∈ [2, 3]),
+with 8 projected samples; 4 for the nonlinear constraint), on the heat equation, the porous-medium equation (m ∈ [2, 3];
+also with u ≥ 0 as inequalities, projected at inference or end to end),
 a coherent 4-child hierarchy (levels: linear) and its log levels (nonlinear constraint);
 3 seeds.
 
@@ -15,14 +16,18 @@ from iclr_jax.recipes import common
 
 LINEAR = ["unconstrained", "unconstrained_nll", "inference_projection", "probconserv",
           "dppl_oblique", "dppl_orthogonal", "dppl_oblique_nll", "dppl_oblique_samples"]
+POLYHEDRAL = ["inference_projection_polyhedral", "dppl_polyhedral"]  # conservation and u >= 0
 NONLINEAR = ["unconstrained", "inference_projection_nonlinear", "dppl_nonlinear",
              "dppl_nonlinear_samples"]
 
 
 def _pde(kind, param_range, train_functions=512, test_functions=64):
+  # PME solutions are nonnegative (zero ahead of the front): its DPPL may also impose u >= 0
+  pme = kind == "pme"
   return dict(kind=kind, param_range=list(param_range), n=100, num_times=16, noise=0.01,
               train_functions=train_functions, test_functions=test_functions,
-              evaluations=list(LINEAR), steps=None, batch_size=None)
+              evaluations=list(LINEAR) + (POLYHEDRAL if pme else []), nonnegative=pme,
+              steps=None, batch_size=None)
 
 
 def _hierarchy(log, train_hierarchies=256, test_hierarchies=32):
@@ -56,7 +61,8 @@ def get_config(arg=None):
     c.eval_samples = 4
     c.datasets = dict(pme=dict(_pde("pme", (2.0, 3.0), 8, 4), num_times=4, n=24,
                                evaluations=["unconstrained", "inference_projection",
-                                            "probconserv", "dppl_oblique_samples"]),
+                                            "probconserv", "dppl_oblique_samples",
+                                            "dppl_polyhedral"]),
                       hierarchy_log=dict(_hierarchy(True, 4, 2), history=8, horizon=3,
                                          steps=None, batch_size=None,
                                          evaluations=["unconstrained", "dppl_nonlinear"]))

@@ -69,7 +69,7 @@ def test_scale_is_chosen_on_validation_not_test(monkeypatch):
   the test digits only at λ = 1: the study must pick 0.5 and report its test predictions."""
   c = smoke_config("merging_tasks")
   data = merging_tasks._Data(c)  # pylint: disable=protected-access
-  val_x, test_x = data.val[0], data.test[0]
+  val_x = data.val[0]
 
   def fake(fns, base, children, scale, keys, images, *, method, density):
     del fns, base, children, method, density

@@ -8,8 +8,10 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from iclr_jax import constraints as C
+from iclr_jax.errors import ConfigError
 from iclr_jax.recipes.constraints import dppl_training as T
 from iclr_jax.recipes.constraints import probhard_e2e
 from tests.recipes.config_files import smoke_config
@@ -73,9 +75,18 @@ def test_smoke_run_rows_and_resume(tmp_path):
       assert 0 < r["constraint_error"] < free / 10, r
     elif r["variant"] != "unconstrained":
       assert r["constraint_error"] < 1e-5 * (1 + free), r
+    if r["dataset"] == "pme":  # nonnegative: only the polyhedral projection keeps u ≥ 0
+      assert (r["inequality_error"] < 1e-5) == ("polyhedral" in r["variant"]), r
   assert set(summary) - {"seconds_this_run"} == set(config.datasets)
   for name in ("table.md", "summary.json", "bands.png"):
     assert os.path.getsize(tmp_path / name) > 0
   before = os.path.getsize(tmp_path / "results.jsonl")
   probhard_e2e.train_and_evaluate(config, str(tmp_path))
   assert os.path.getsize(tmp_path / "results.jsonl") == before
+
+
+def test_polyhedral_evaluation_needs_inequalities(tmp_path):
+  config = smoke_config("probhard_e2e")
+  config.datasets.pme.nonnegative = False
+  with pytest.raises(ConfigError, match="needs inequalities; set nonnegative=True"):
+    probhard_e2e.train_and_evaluate(config, str(tmp_path))

@@ -38,11 +38,14 @@ class Task(NamedTuple):
   b_test: np.ndarray
   A: np.ndarray | None
   h: Callable[[jax.Array], jax.Array] | None
+  G: np.ndarray | None = None  # inequalities G u ≤ d [m, n], [m] (e.g. u ≥ 0), or None
+  d: np.ndarray | None = None
 
 
 class Model(NamedTuple):
   """loss: 'crps' | 'nll' | 'sample_crps'; projection in training: None | 'oblique' |
-  'orthogonal' | 'nonlinear' (oblique metric); samples for 'sample_crps'."""
+  'orthogonal' | 'nonlinear' (oblique metric) | 'polyhedral' (A u = b and G u ≤ d, oblique);
+  samples for 'sample_crps'."""
   loss: str
   projection: str | None
   samples: int = 0
@@ -50,7 +53,7 @@ class Model(NamedTuple):
 
 class Evaluation(NamedTuple):
   """The trained `model` read, and the projection at test time: None | 'oblique' |
-  'orthogonal' | 'soft' (ProbConserv's update) | 'nonlinear'."""
+  'orthogonal' | 'soft' (ProbConserv's update) | 'nonlinear' | 'polyhedral'."""
   model: str
   projection: str | None
 
@@ -64,6 +67,7 @@ MODELS = {
     "dppl_oblique_samples": Model("sample_crps", "oblique", 8),
     "dppl_nonlinear": Model("crps", "nonlinear"),
     "dppl_nonlinear_samples": Model("sample_crps", "nonlinear", 4),
+    "dppl_polyhedral": Model("crps", "polyhedral"),
 }
 
 EVALUATIONS = {
@@ -78,6 +82,8 @@ EVALUATIONS = {
     "inference_projection_nonlinear": Evaluation("unconstrained", "nonlinear"),
     "dppl_nonlinear": Evaluation("dppl_nonlinear", "nonlinear"),
     "dppl_nonlinear_samples": Evaluation("dppl_nonlinear_samples", "nonlinear"),
+    "inference_projection_polyhedral": Evaluation("unconstrained", "polyhedral"),
+    "dppl_polyhedral": Evaluation("dppl_polyhedral", "polyhedral"),
 }
 
 
@@ -101,6 +107,8 @@ def marginals(mean, cov, b, task: Task, projection: str | None, *, noise_var: fl
     return out.mean, jnp.diagonal(out.cov, axis1=-2, axis2=-1)
   if projection == "soft":
     return C.probconserv_update(mean, cov, task.A, b, noise_var=noise_var, full=False)
+  if projection == "polyhedral":
+    return C.project_polyhedral_marginals(mean, cov, task.G, task.d, A=task.A, b=b)
   return C.project_gaussian_linear_marginals(mean, cov, task.A, b, metric=projection)
 
 
@@ -117,6 +125,8 @@ def project_draws(samples, cov, b, task: Task, projection: str | None):
     return samples
   if projection == "nonlinear":
     return C.project_samples_nonlinear(samples, task.h, cov=cov)
+  if projection == "polyhedral":
+    return C.project_samples_polyhedral(samples, task.G, task.d, A=task.A, b=b, cov=cov)
   return C.project_samples_linear(samples, task.A, b, metric=projection, cov=cov)
 
 
@@ -189,6 +199,9 @@ def evaluate(fns: ModelFunctions, params, task: Task, evaluation: Evaluation, *,
     z = jnp.abs(y - mu) / jnp.maximum(std, 1e-12)
     out = {"crps": jnp.mean(C.gaussian_crps(y, mu, std)), "mse": jnp.mean((mu - y) ** 2),
            "constraint_error": jnp.mean(err), "coverage90": jnp.mean(z <= 1.6448536)}
+    if task.G is not None:  # how far the mean breaks G u ≤ d (the largest excess, averaged)
+      out["inequality_error"] = jnp.mean(jnp.max(jnp.maximum(mu @ task.G.T - task.d, 0.0),
+                                                 axis=-1))
     return {k: float(v) for k, v in out.items()}
   s = project_draws(draw(mean, cov, key, eval_samples), cov, b, task, evaluation.projection)
   viol = jax.vmap(jax.vmap(lambda u: jnp.max(jnp.abs(task.h(u)))))(s)

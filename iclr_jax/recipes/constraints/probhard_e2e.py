@@ -32,8 +32,11 @@ def _pde_task(name, d) -> T.Task:
                                      num_times=d.num_times, param_range=tuple(d.param_range),
                                      noise=d.noise)
   train, test = make(d.train_functions, 0), make(d.test_functions, 1)
+  n = train.target.shape[1]
+  inequality = ((-np.eye(n, dtype=np.float32), np.zeros(n, np.float32))
+                if d.get("nonnegative", False) else (None, None))
   return T.Task(name, train.context, train.target, train.b, test.context, test.target, test.b,
-                train.weights[None], None)
+                train.weights[None], None, *inequality)
 
 
 def _hierarchy_task(name, d) -> T.Task:
@@ -65,6 +68,10 @@ def _check_config(config) -> None:
       kinds = {T.MODELS[T.EVALUATIONS[e].model].projection, T.EVALUATIONS[e].projection}
       kinds.discard(None)
       log = bool(d.get("log", False))
+      if "polyhedral" in kinds and not d.get("nonnegative", False):
+        raise ConfigError(f"config.datasets.{name}: evaluation {e!r} needs inequalities; set "
+                          f"nonnegative=True (u >= 0) on a heat or pme dataset")
+      kinds = {"oblique" if k == "polyhedral" else k for k in kinds}
       if kinds and (kinds == {"nonlinear"}) != log:
         raise ConfigError(f"config.datasets.{name}: evaluation {e!r} projects onto a "
                           f"{'nonlinear' if kinds == {'nonlinear'} else 'linear'} constraint, "

@@ -15,8 +15,14 @@ BAND_VARIANTS = ("unconstrained", "inference_projection", "dppl_oblique")
 
 
 def table(rows: Sequence[dict]) -> list[dict]:
-  """Per dataset and variant: mean and std over seeds of each metric."""
-  return mean_std(rows, by=("dataset", "variant"), metrics=METRICS)
+  """Per dataset and variant: mean and std over seeds of each metric, and the mean
+  inequality error (u ≥ 0) where the dataset has inequalities (NaN elsewhere)."""
+  out = mean_std(rows, by=("dataset", "variant"), metrics=METRICS)
+  for r in out:
+    errs = [x["inequality_error"] for x in rows if "inequality_error" in x
+            and (x["dataset"], x["variant"]) == (r["dataset"], r["variant"])]
+    r["inequality_error"] = float(np.mean(errs)) if errs else float("nan")
+  return out
 
 
 def _sci(metric: str):
@@ -26,6 +32,8 @@ def _sci(metric: str):
 COLUMNS = [("dataset", "{dataset}"), ("variant", "{variant}"), ("seeds", "{seeds}"),
            ("CRPS", _sci("crps")), ("MSE", _sci("mse")),
            ("constraint error", lambda r: f"{r['constraint_error']:.1e}"),
+           ("u ≥ 0 error", lambda r: "—" if np.isnan(r["inequality_error"])
+            else f"{r['inequality_error']:.1e}"),
            ("90% coverage", pm("coverage90", 3)), ("train s", pm("train_seconds", 1))]
 
 
