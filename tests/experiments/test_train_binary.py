@@ -118,6 +118,7 @@ def test_bench_binaries_reject_bad_lists_in_one_line(repo_root):
     assert text.count("DEFINE_list(") == text.count("cli.validate_list("), path
 
 
+@pytest.mark.slow
 def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
   r = _train(repo_root, f"--workdir={tmp_path}", *SMOKE, "--config.optim.lr=1e30",
              "--config.optim.warmup_steps=0", "--config.checkpoint_every=1")
@@ -131,6 +132,7 @@ def test_other_model_in_workdir_and_nan_loss(repo_root, tmp_path):
   assert "params/blocks/0/attn/out/kernel: checkpoint (32, 32) vs model (48, 48)" in r.stderr
 
 
+@pytest.mark.slow
 def test_sweep_runs_the_grid_and_prints_a_table(repo_root, tmp_path):
   cmd = [sys.executable, "experiments/sweep.py", "--config=configs/lm/ar_lm.py:smoke",
          "--config.num_steps=3", "--sweep=optim.lr=1e-3,1e-2", f"--workdir={tmp_path}"]

@@ -39,6 +39,7 @@ def test_every_method_covers_its_calibration_set(rng):
     assert np.mean((y >= np.asarray(lo)) & (y <= np.asarray(hi))) >= 0.9
 
 
+@pytest.mark.slow
 def test_run_resume_and_summary(tmp_path):
   c = _config()
   final = clear_benchmark.train_and_evaluate(c, str(tmp_path))

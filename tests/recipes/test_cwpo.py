@@ -47,6 +47,7 @@ def test_policy_tokens_layout():
   np.testing.assert_array_equal(mask[0], [0, 0, 0, 0, 1, 1, 1, 0])
 
 
+@pytest.mark.slow
 def test_smoke_run_and_resume(tmp_path):
   c = _config()
   c.variants = ["cw_ipo"]  # one compile; the variants differ only in their loss (tested in rl)

@@ -154,6 +154,7 @@ def test_a_policy_resumed_after_an_epoch_equals_an_uninterrupted_one(lm, tmp_pat
   assert losses_b == losses and len(losses) == 4
 
 
+@pytest.mark.slow
 def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
   config = smoke_config("cwpo_llm")
   config.variants = ["dpo:human_all", "rdpo:cw"]

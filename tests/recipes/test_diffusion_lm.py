@@ -42,6 +42,7 @@ def _check_run(config, workdir, final):
   assert (workdir / "samples.txt").read_text().count("=== ") == 2 * (len(table) - 1)
 
 
+@pytest.mark.slow
 def test_duo_pp_smoke_run_and_resume(duo_pp_run):
   config, workdir, final = duo_pp_run
   _check_run(config, workdir, final)
@@ -50,6 +51,7 @@ def test_duo_pp_smoke_run_and_resume(duo_pp_run):
   assert again["elbo"] == pytest.approx(final["elbo"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_mdlm_smoke_run_with_an_existing_ar_evaluator(duo_pp_run, tmp_path):
   _, duo_dir, _ = duo_pp_run
   config = diffusion_lm.base_config("mdlm", "smoke")

@@ -19,6 +19,7 @@ def _config():
   return smoke_config("gvpo_coder")
 
 
+@pytest.mark.slow
 def test_smoke_run_and_resume(tmp_path):
   c = _config()
   c.seeds = 2  # one estimator, two seeds: the step compiles once

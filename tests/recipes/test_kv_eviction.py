@@ -8,6 +8,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from iclr_jax.llm import random_pretrained
 from iclr_jax.recipes.kv import eviction
@@ -45,6 +46,7 @@ def test_a_whole_prompt_budget_reproduces_the_full_cache(tmp_path):
   np.testing.assert_allclose(recall, 1.0)
 
 
+@pytest.mark.slow
 def test_smoke_run_rows_and_resume(tmp_path):
   config = smoke_config("lookahead_kv")
   summary = eviction.train_and_evaluate(config, str(tmp_path))

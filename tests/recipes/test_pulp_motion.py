@@ -14,6 +14,7 @@ from iclr_jax.train.metrics import read_jsonl
 from tests.recipes.config_files import smoke_config
 
 
+@pytest.mark.slow
 def test_smoke_study_runs_and_resumes(tmp_path):
   # 'no_framing' is 'pulp' over a narrower channel slice, and weight 0 is plain guidance
   # (bit-identical, tests/motion/test_framing.py): left out to keep the run short

@@ -18,6 +18,7 @@ from iclr_jax.train.metrics import read_jsonl
 from tests.recipes.config_files import smoke_config
 
 
+@pytest.mark.slow
 def test_smoke_study_runs_and_resumes(tmp_path):
   config = smoke_config("stream3r")
   config.variants = ("causal",)

@@ -14,6 +14,7 @@ from iclr_jax.train.metrics import read_jsonl
 from tests.recipes.config_files import smoke_config
 
 
+@pytest.mark.slow
 def test_smoke_study_runs_and_resumes(tmp_path):
   config = smoke_config("text_to_motion")
   workdir = str(tmp_path / "t2m")
@@ -40,6 +41,7 @@ def test_unknown_variant_is_refused(tmp_path):
     run_experiment(config, str(tmp_path))
 
 
+@pytest.mark.slow
 def test_llm_conditioning_shares_the_workdir_under_its_own_label(tmp_path):
   config = smoke_config("text_to_motion")
   config.models = ("mdm",)

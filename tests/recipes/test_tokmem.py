@@ -103,6 +103,7 @@ def test_lora_rank_reaches_tokmem_parameters(runner):
     assert rank * one >= n * 64 > (rank - 1) * one
 
 
+@pytest.mark.slow
 def test_smoke_run_rows_and_resume(tmp_path):
   config = smoke_config("tokmem")
   summary = tokmem.train_and_evaluate(config, str(tmp_path))
