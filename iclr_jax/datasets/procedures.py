@@ -125,11 +125,17 @@ class Procedure:
   operations: tuple[str, ...]
   train: tuple[tuple[str, str], ...]  # (input, output)
   test: tuple[tuple[str, str], ...]
+  # Request procedures (`datasets.requests`): the examples' inputs are whole queries already
+  # (the query does not name the procedure), and `function` is the edit itself.
+  verbatim: bool = False
+  function: object = None
 
   def query(self, text: str) -> str:
-    return f"{self.name}: {text}"
+    return text if self.verbatim else f"{self.name}: {text}"
 
   def __call__(self, text: str) -> str:
+    if self.function is not None:
+      return self.function(text)
     return apply_chain(tuple(_BY_NAME[o] for o in self.operations), text)
 
 

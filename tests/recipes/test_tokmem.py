@@ -14,6 +14,7 @@ import pytest
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
 from iclr_jax.llm import random_pretrained
+from iclr_jax.nn.functional import frozen_backbone
 from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import procedural as P
@@ -129,3 +130,45 @@ def test_smoke_run_rows_and_resume(tmp_path):
   before = os.path.getsize(tmp_path / "results.jsonl")
   tokmem.train_and_evaluate(config, str(tmp_path))
   assert os.path.getsize(tmp_path / "results.jsonl") == before
+
+
+def _first_token_routing(runner, procs, bank, ids):
+  """Independent count: one greedy step of the model over V + memories per training query."""
+  train = P.examples(procs, "train")
+  hits = 0
+  for i, q, _ in train:
+    prompt = runner.encode(P.user_turn(q))
+    backbone = frozen_backbone(runner.lm.functions, runner.lm.params)
+    logits = memory.memory_logits(backbone, bank, np.asarray([prompt], np.int32))
+    hits += int(np.argmax(np.asarray(logits)[0, len(prompt) - 1])) == ids[i]
+  return hits / len(train)
+
+
+def test_fit_criterion_trains_until_routing_reaches_the_target(runner, tmp_path):
+  """fit_bank adds `epochs` at a time until routing on the training queries reaches the
+  target: with a large step it stops as soon as it does (and the routing it reports is the
+  model's own first-token choice); with a negligible step it gives up at fit_max_epochs and
+  says the rows did not fit."""
+  procs = procedure_set(3, num_train=2, num_test=1, max_ops=1)
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procs])
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  settings = smoke_config("tokmem").train
+  settings.update(epochs=1, lr=0.1, fit_routing=1.0, fit_max_epochs=10)
+  bank, log = M.fit_bank(runner, procs, ids, memory.init_bank(jax.random.key(0), embedding, 3),
+                         settings, 0, str(tmp_path / "fit"))
+  assert log["fitted"] and log["train_routing"] == 1.0 and 1 <= log["train_epochs"] <= 10
+  assert log["train_steps"] == log["train_epochs"] * 3  # 6 rows, batch 2
+  assert M.train_routing(runner, procs, bank, ids) == 1.0
+  assert _first_token_routing(runner, procs, bank, ids) == 1.0
+  if log["train_epochs"] > 1:  # the epoch before the last had not fitted yet
+    settings_short = settings.copy_and_resolve_references()
+    settings_short.update(fit_max_epochs=log["train_epochs"] - 1)
+    _, short = M.fit_bank(runner, procs, ids,
+                          memory.init_bank(jax.random.key(0), embedding, 3), settings_short, 0,
+                          None)
+    assert not short["fitted"] and short["train_routing"] < 1.0
+  settings.update(lr=1e-7, fit_max_epochs=2)
+  _, stuck = M.fit_bank(runner, procs, ids, memory.init_bank(jax.random.key(0), embedding, 3),
+                        settings, 0, None)
+  assert not stuck["fitted"] and stuck["train_epochs"] == 2

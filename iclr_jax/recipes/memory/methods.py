@@ -18,6 +18,8 @@ ckpt_dir) -> metrics`, in one table (`METHODS`).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 
 import jax
@@ -155,13 +157,44 @@ def evaluate_tokmem(runner, procedures, bank, ids, *, oracle=True) -> dict:
   return metrics
 
 
+def train_routing(runner, procedures, bank, ids) -> float:
+  """The share of training queries whose first generated token is their procedure's
+  memory (the routing a trained bank has on the data it was fitted to)."""
+  train = P.examples(procedures, "train")
+  first = dataclasses.replace(runner, max_new_tokens=1).generate(
+      [runner.encode(P.user_turn(q)) for _, q, _ in train], bank=bank)
+  return float(np.mean([bool(o) and o[0] == ids[i] for o, (i, *_) in zip(first, train)]))
+
+
+def fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir):
+  """`train_bank` for `settings.epochs`; then, while `settings.fit_routing` > 0 and the
+  training routing is below it, another `settings.epochs` from the bank so far (a fresh
+  schedule each time; its own checkpoint folder), up to `settings.fit_max_epochs` in all.
+  Returns the bank and a log with the training routing, whether it reached the target, and
+  the steps and seconds spent (the fit's cost)."""
+  rows = memory_rows(runner, procedures, ids)
+  target = float(settings.get("fit_routing", 0.0))
+  limit = int(settings.get("fit_max_epochs", settings.epochs))
+  bank, steps, seconds, epochs, chunk = bank0, 0, 0.0, 0, 0
+  while True:
+    bank, log = train_bank(runner, rows, bank, settings, seed + chunk,
+                           None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}"))
+    steps, seconds, epochs = steps + log["train_steps"], seconds + log["train_seconds"], \
+        epochs + settings.epochs
+    routing = train_routing(runner, procedures, bank, ids) if target > 0 else float("nan")
+    chunk += 1
+    if target <= 0 or routing >= target or epochs + settings.epochs > limit:
+      break
+  return bank, dict(log, train_steps=steps, train_seconds=seconds, train_epochs=epochs,
+                    train_routing=routing, fitted=bool(target <= 0 or routing >= target))
+
+
 def _tokmem(runner, procedures, settings, seed, ckpt_dir, *, decoupled):
   reg = memory.MemoryRegistry(runner.vocab_size)
   ids = reg.add_round([p.name for p in procedures])
   bank0 = memory.init_bank(jax.random.key(seed), runner.lm.params["embed"]["embedding"][...],
                            len(ids), decoupled=decoupled)
-  bank, log = train_bank(runner, memory_rows(runner, procedures, ids), bank0, settings, seed,
-                         ckpt_dir)
+  bank, log = fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir)
   params = sum(int(x.size) for x in jax.tree.leaves(bank))
   return dict(evaluate_tokmem(runner, procedures, bank, ids), trainable_params=params, **log)
 

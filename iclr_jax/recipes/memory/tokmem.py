@@ -32,6 +32,7 @@ from absl import logging
 
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
+from iclr_jax.datasets.requests import request_set
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import common
 from iclr_jax.recipes.memory import compose as C
@@ -51,12 +52,19 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
   c.scales = (100,)  # tuples: overridable from the command line
   c.methods = tuple(M.METHODS)
   # eval_procedures = k > 0: only k procedures (a seeded draw) are scored, at every scale
-  c.data = dict(num_train=6, num_test=2, seed=0, max_ops=3, eval_procedures=0)
+  # kind: 'operations' (datasets.procedures: the query names the procedure) or 'requests'
+  # (datasets.requests: paraphrased requests that do not; train_templates phrasings seen in
+  # training, the rest held out)
+  c.data = dict(kind="operations", num_train=6, num_test=2, seed=0, max_ops=3,
+                eval_procedures=0, train_templates=4)
   # The paper: AdamW lr 1e-3 over ~10^5 steps of batch 4. On 2 CPU cores we take ~225 steps
   # of batch 8, so the memory rows need a larger step: 0.03 (one pilot on 16 procedures:
   # routing 75% after 64 steps, vs 9% at 5e-3 after 24).
+  # fit_routing > 0: TokMem trains `epochs` more at a time until the routing on its own
+  # training queries reaches it (at most fit_max_epochs), and records the cost
   c.train = dict(epochs=3, batch_size=8, lr=0.03, weight_decay=0.01, shots=2,
-                 soft_tokens=8, lora_lr=1e-3, lora_alpha=32.0, checkpoint_every=25)
+                 soft_tokens=8, lora_lr=1e-3, lora_alpha=32.0, checkpoint_every=25,
+                 fit_routing=0.0, fit_max_epochs=3)
   c.continual = dict(rounds=3, per_round=20)
   # two-step compositions (procedures = 0: none); see recipes/memory/compose.py
   c.compose = dict(procedures=0, max_ops=1, num_atomic=4, train_pairs=60, test_pairs=20,
@@ -69,7 +77,8 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
                                 mlp_hidden=128)
     c.scales = (3,)
     c.methods = ("query_only", "tfidf", "tokmem", "lora", "prompt_tuning")
-    c.data = dict(num_train=2, num_test=1, seed=0, max_ops=1, eval_procedures=0)
+    c.data = dict(kind="operations", num_train=2, num_test=1, seed=0, max_ops=1,
+                  eval_procedures=0, train_templates=4)
     c.train.update(epochs=1, batch_size=2, checkpoint_every=1, soft_tokens=2)
     c.continual = dict(rounds=2, per_round=2)
     c.compose.update(procedures=3, num_atomic=1, train_pairs=2, test_pairs=1, num_train=1,
@@ -88,6 +97,12 @@ def _check_config(config) -> None:
   if not (config.scales or config.continual.rounds or config.compose.procedures):
     raise ConfigError("config.scales is empty, config.continual.rounds and "
                       "config.compose.procedures are 0: nothing to run")
+  if config.data.get("kind", "operations") not in ("operations", "requests"):
+    raise ConfigError(f"config.data.kind must be 'operations' or 'requests', got "
+                      f"{config.data.kind!r}")
+  if not 0.0 <= config.train.get("fit_routing", 0.0) <= 1.0:
+    raise ConfigError(f"config.train.fit_routing must lie in [0, 1], got "
+                      f"{config.train.fit_routing}")
   if config.train.epochs < 1 or config.train.batch_size < 1 or config.seeds < 1:
     raise ConfigError("config.train.epochs, config.train.batch_size and config.seeds must "
                       "be >= 1")
@@ -97,8 +112,12 @@ def _procedures(config, num):
   """`num` procedures; with `data.eval_procedures` = k > 0, only k of them (a seeded draw)
   keep their test inputs, so evaluation costs the same at every scale."""
   d = config.data
-  procs = procedure_set(num, num_train=d.num_train, num_test=d.num_test, seed=d.seed,
-                        max_ops=d.max_ops)
+  if d.get("kind", "operations") == "requests":
+    procs = request_set(num, num_train=d.num_train, num_test=d.num_test, seed=d.seed,
+                        train_templates=d.get("train_templates", 4))
+  else:
+    procs = procedure_set(num, num_train=d.num_train, num_test=d.num_test, seed=d.seed,
+                          max_ops=d.max_ops)
   k = d.get("eval_procedures", 0)
   if 0 < k < num:
     keep = set(np.random.default_rng(d.seed).choice(num, k, replace=False).tolist())

@@ -21,9 +21,10 @@ def atomic_table(rows: Sequence[dict]) -> list[dict]:
   rows = [r for r in rows if r["experiment"] == "atomic"]
   out = mean_std(rows, by=("scale", "method"), metrics=ATOMIC)
   for agg in out:
-    for extra in ("routing_accuracy", "oracle_exact_match", "train_seconds"):
+    for extra in ("routing_accuracy", "oracle_exact_match", "train_seconds", "train_routing",
+                  "train_epochs"):
       sel = [r for r in rows if r["scale"] == agg["scale"] and r["method"] == agg["method"]
-             and r.get(extra) is not None]
+             and r.get(extra) is not None and r.get(extra) == r.get(extra)]  # not NaN
       if sel:
         agg.update(mean_std(sel, by=("method",), metrics=(extra,))[0])
   return out
@@ -55,7 +56,10 @@ ATOMIC_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "
                   ("EM, oracle routing", _cell("oracle_exact_match")),
                   ("trainable params", "{trainable_params:.0f}"),
                   ("prompt tokens", "{prompt_tokens:.1f}"),
-                  ("train s", _cell("train_seconds", 0))]
+                  ("train s", _cell("train_seconds", 0)),
+                  ("routing on training queries (epochs)",
+                   lambda r: "–" if r.get("train_routing") is None else
+                   f"{r['train_routing']:.3f} ({r['train_epochs']:.0f})")]
 CONTINUAL_COLUMNS = [("method", "{method}"), ("after round", "{round}"),
                      ("scored round", "{scored_round}"),
                      ("routing acc.", _cell("routing_accuracy")),
@@ -72,7 +76,10 @@ COMPOSE_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", 
                     f"{r['oracle_exact_match']:.3f} / {r['oracle_final_exact_match']:.3f}"),
                    ("trainable params", "{trainable_params:.0f}"),
                    ("prompt tokens", "{prompt_tokens:.1f}"),
-                   ("train s", _cell("train_seconds", 0))]
+                   ("train s", _cell("train_seconds", 0)),
+                  ("routing on training queries (epochs)",
+                   lambda r: "–" if r.get("train_routing") is None else
+                   f"{r['train_routing']:.3f} ({r['train_epochs']:.0f})")]
 
 
 def summary(rows: Sequence[dict]) -> dict:
