@@ -13,6 +13,7 @@ import pytest
 
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
+from iclr_jax.datasets.requests import request_set
 from iclr_jax.llm import random_pretrained
 from iclr_jax.nn.functional import frozen_backbone
 from iclr_jax.recipes.memory import compose as C
@@ -172,3 +173,21 @@ def test_fit_criterion_trains_until_routing_reaches_the_target(runner, tmp_path)
   _, stuck = M.fit_bank(runner, procs, ids, memory.init_bank(jax.random.key(0), embedding, 3),
                         settings, 0, None)
   assert not stuck["fitted"] and stuck["train_epochs"] == 2
+
+
+def test_retrieval_over_training_queries(runner):
+  """With retrieve_from='train_queries' the retrieved procedure is the one whose joined
+  training queries are nearest (the same routing as the retriever built by hand), and on
+  requests that do not name their procedure it beats retrieval over the names."""
+  procs = request_set(6, num_train=4, num_test=2, seed=0)
+  test = P.examples(procs, "test")
+  want = P.Retriever("tfidf", [" ".join(q for q, _ in p.train) for p in procs],
+                     list(range(6)))([q for _, q, _ in test])
+  truth = np.array([i for i, *_ in test])
+  settings = smoke_config("tokmem").train
+  settings.retrieve_from = "train_queries"
+  by_queries = M.tfidf(runner, procs, settings, 0, None)
+  assert by_queries["routing_accuracy"] == pytest.approx(np.mean(want == truth))
+  settings.retrieve_from = "names"
+  by_names = M.tfidf(runner, procs, settings, 0, None)
+  assert by_queries["routing_accuracy"] > by_names["routing_accuracy"]

@@ -7,8 +7,9 @@ ckpt_dir) -> metrics`, in one table (`METHODS`).
 - query_only: the frozen model on the query alone.
 - instruction / instruction_fewshot: the procedure's instruction as a system turn (the oracle
   retrieval), without / with `shots` worked examples.
-- tfidf / bm25: the procedure whose name (one document per procedure) is nearest to the
-  test query is retrieved; its instruction and `shots` examples are put in the prompt
+- tfidf / bm25: the procedure whose name (one document per procedure; or, with
+  `retrieve_from='train_queries'`, its training queries joined) is nearest to the test query
+  is retrieved; its instruction and `shots` examples are put in the prompt
   (retrieval-augmented prompting). Indexing name + instruction retrieved worse (80% vs 99%
   at 100 procedures), the instruction's words being shared by many procedures.
 - lora: LoRA adapters on every layer's fused q/k/v projection, rank chosen so the trainable
@@ -53,8 +54,13 @@ def _prompt_method(runner, procedures, settings, *, instruction, shots, retrieve
   test = P.examples(procedures, "test")
   routed = None
   if retriever is not None:
-    routed = P.Retriever(retriever, [p.name for p in procedures],
-                         list(range(len(procedures))))([q for _, q, _ in test])
+    # documents: each procedure's name, or (retrieve_from='train_queries') its training
+    # queries joined, when the queries do not name the procedure
+    docs = ([" ".join(q for q, _ in p.train) for p in procedures]
+            if settings.get("retrieve_from", "names") == "train_queries"
+            else [p.name for p in procedures])
+    routed = P.Retriever(retriever, docs, list(range(len(procedures))))(
+        [q for _, q, _ in test])
   # the procedure whose instruction / examples go in the prompt: the true one, or retrieved
   rows = [(i if routed is None else int(routed[j]), q, a) for j, (i, q, a) in enumerate(test)]
   prompts = _prompts(

@@ -64,7 +64,7 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
   # training queries reaches it (at most fit_max_epochs), and records the cost
   c.train = dict(epochs=3, batch_size=8, lr=0.03, weight_decay=0.01, shots=2,
                  soft_tokens=8, lora_lr=1e-3, lora_alpha=32.0, checkpoint_every=25,
-                 fit_routing=0.0, fit_max_epochs=3)
+                 fit_routing=0.0, fit_max_epochs=3, retrieve_from="names")
   c.continual = dict(rounds=3, per_round=20)
   # two-step compositions (procedures = 0: none); see recipes/memory/compose.py
   c.compose = dict(procedures=0, max_ops=1, num_atomic=4, train_pairs=60, test_pairs=20,
@@ -100,6 +100,9 @@ def _check_config(config) -> None:
   if config.data.get("kind", "operations") not in ("operations", "requests"):
     raise ConfigError(f"config.data.kind must be 'operations' or 'requests', got "
                       f"{config.data.kind!r}")
+  if config.train.get("retrieve_from", "names") not in ("names", "train_queries"):
+    raise ConfigError(f"config.train.retrieve_from must be 'names' or 'train_queries', got "
+                      f"{config.train.retrieve_from!r}")
   if not 0.0 <= config.train.get("fit_routing", 0.0) <= 1.0:
     raise ConfigError(f"config.train.fit_routing must lie in [0, 1], got "
                       f"{config.train.fit_routing}")
