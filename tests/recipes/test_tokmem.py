@@ -15,6 +15,8 @@ from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
 from iclr_jax.datasets.requests import request_set
 from iclr_jax.llm import random_pretrained
+from iclr_jax.nn.lora import QKV_KERNELS as QKV
+from iclr_jax.nn.lora import init_lora
 from iclr_jax.nn.functional import frozen_backbone
 from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
@@ -191,3 +193,38 @@ def test_retrieval_over_training_queries(runner):
   settings.retrieve_from = "names"
   by_names = M.tfidf(runner, procs, settings, 0, None)
   assert by_queries["routing_accuracy"] > by_names["routing_accuracy"]
+
+
+def test_joint_step_starts_as_the_bank_step(runner):
+  """LoRA's B starts at 0, so the first joint step (rows + adapters) moves the rows exactly as
+  a rows-only step does, and moves B away from 0."""
+  procs = procedure_set(3, num_train=2, num_test=0, max_ops=1)
+  ids = memory.MemoryRegistry(runner.vocab_size).add_round([p.name for p in procs])
+  tokens, qlen, lens = M.memory_rows(runner, procs, ids)
+  batch = memory.MemoryBatch(tokens[:2], qlen[:2], lens[:2])
+  bank0 = memory.init_bank(jax.random.key(0), runner.lm.params["embed"]["embedding"][...], 3)
+  adapters = init_lora(jax.random.key(1), runner.lm.params, [QKV], rank=2)
+  opt = memory.tokmem_optimizer(learning_rate=0.01, total_steps=10, warmup_fraction=0.0)
+  lora_opt = memory.tokmem_optimizer(learning_rate=0.01, total_steps=10, warmup_fraction=0.0)
+  joint, _ = runner.joint_step(opt, lora_opt, alpha=32.0)(
+      (bank0, adapters, opt.init(bank0), lora_opt.init(adapters), np.int32(0)),
+      runner.lm.params, batch)
+  alone, _ = runner.bank_step(opt, None)(memory.init_train_state(bank0, opt),
+                                         runner.lm.params, batch)
+  chex.assert_trees_all_close(joint[0], alone.rows, rtol=1e-5, atol=1e-7)
+  assert float(np.abs(joint[0].inputs - bank0.inputs).max()) > 0
+  assert all(float(np.abs(ab["b"]).max()) > 0 for ab in joint[1].values())
+
+
+def test_tokmem_adapted_trains_two_rounds(runner, tmp_path):
+  c = smoke_config("tokmem").compose
+  c.update(procedures=4, train_pairs=4, test_pairs=2)
+  procedures, train, test = C.data(c)
+  settings = smoke_config("tokmem").train
+  out = C.tokmem_adapted(runner, procedures, train, test, settings, 0, str(tmp_path))
+  # round 1: the tasks among procedures 0–1; round 2: every task that involves 2 or 3
+  assert out["round1_tasks"] == sum(max(r) < 2 for r, *_ in train)
+  assert out["round1_tasks"] + out["round2_tasks"] == len(train)
+  assert out["trainable_params"] == 4 * runner.lm.spec.d_model
+  assert 0 <= out["routing_accuracy"] <= 1 and np.isfinite(out["final_loss"])
+  assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()

@@ -4,7 +4,9 @@
 "<name i> then <name j>: <input>" is answered on two lines, procedure i's output and then
 procedure j applied to it. Every trained method sees the atomic training examples of every
 procedure plus the examples of the training pairs; all are scored on held-out pairs (pairs
-never trained on, fresh inputs). TokMem's rows are `[query, m_i, step 1, m_j, "\\n" step 2,
+never trained on, fresh inputs). `tokmem_adapted` follows the paper's two rounds: the first
+half of the procedures' rows trained together with a LoRA, which is then merged and frozen, and
+the second half's rows trained alone. TokMem's rows are `[query, m_i, step 1, m_j, "\\n" step 2,
 end]`, so it has to emit both memory tokens, in order, on its own.
 
 Scores: exact match of the two-line response, exact match of its last line (the final
@@ -23,6 +25,9 @@ import numpy as np
 
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import composition_set, procedure_set
+from iclr_jax.llm import PretrainedLM
+from iclr_jax.nn.lora import QKV_KERNELS as QKV
+from iclr_jax.nn.lora import init_lora, merge_lora
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import procedural as P
 
@@ -118,6 +123,58 @@ def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
   bank, log = M.train_bank(runner, M.task_rows(runner, train, ids),
                            memory.init_bank(jax.random.key(seed), embedding, len(ids)),
                            settings, seed, ckpt_dir)
+  return dict(_score_bank(runner, test, bank, ids), **log)
+
+
+def _adapt_round_one(runner, tasks1, ids1, settings, seed, ckpt_dir, *, rank):
+  """TokMem's first round: the round's memory rows and a LoRA (q/k/v, `rank`) trained
+  together on its tasks; returns (rows, the LoRA merged into the backbone's parameters)."""
+  rows = M.task_rows(runner, tasks1, ids1)
+  steps = settings.epochs * -(-len(rows[0]) // runner.batch_size)
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  bank0 = memory.init_bank(jax.random.key(seed), embedding, len(ids1))
+  adapters = init_lora(jax.random.fold_in(jax.random.key(seed), 1), runner.lm.params, [QKV],
+                       rank=rank)
+  opts = [memory.tokmem_optimizer(learning_rate=lr, total_steps=steps,
+                                  weight_decay=settings.weight_decay)
+          for lr in (settings.lr, settings.lora_lr)]
+  step = runner.joint_step(*opts, alpha=settings.lora_alpha)
+  state = (bank0, adapters, opts[0].init(bank0), opts[1].init(adapters), np.int32(0))
+  state, log = runner.fit(step, state, rows, epochs=settings.epochs, seed=seed,
+                          ckpt_dir=ckpt_dir)
+  merged = jax.jit(merge_lora, static_argnames="alpha")(runner.lm.params, state[1],
+                                                         alpha=settings.lora_alpha)
+  return state[0], merged, log
+
+
+def tokmem_adapted(runner, procedures, train, test, settings, seed, ckpt_dir):
+  """The paper's compositional protocol: round 1 trains the first half of the procedures'
+  memory rows together with a LoRA on the tasks among them; the LoRA is then merged and
+  frozen, and round 2 trains only the other half's rows (round 1's rows frozen) on the
+  remaining tasks. Scored like `tokmem`, on the adapted backbone."""
+  half = len(procedures) // 2
+  first = [t for t in train if max(t[0]) < half]
+  second = [t for t in train if max(t[0]) >= half]
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procedures[:half]])
+  ids += reg.add_round([p.name for p in procedures[half:]])
+  join = lambda d: None if d is None else f"{ckpt_dir}/{d}"  # noqa: E731
+  rows1, merged, log1 = _adapt_round_one(runner, first, ids[:half], settings, seed,
+                                         join("round1"), rank=settings.get("adapt_rank", 8))
+  adapted = dataclasses.replace(runner, lm=PretrainedLM(
+      runner.lm.functions, merged, runner.lm.tokenizer, runner.lm.spec, dtype=runner.lm.dtype))
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  rows2, log2 = M.train_bank(adapted, M.task_rows(adapted, second, ids),
+                             memory.init_bank(jax.random.fold_in(jax.random.key(seed), 2),
+                                              embedding, len(procedures) - half),
+                             settings, seed, join("round2"), frozen=rows1)
+  out = _score_bank(adapted, test, memory.concat_banks(rows1, rows2), ids)
+  return dict(out, train_steps=log1["train_steps"] + log2["train_steps"],
+              train_seconds=log1["train_seconds"] + log2["train_seconds"],
+              final_loss=log2["final_loss"], round1_tasks=len(first), round2_tasks=len(second))
+
+
+def _score_bank(runner, test, bank, ids):
   prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
   start = time.time()
   out = runner.generate(prompts, bank=bank)
@@ -128,7 +185,7 @@ def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
   return dict(metrics, oracle_exact_match=oracle["exact_match"],
               oracle_final_exact_match=oracle["final_exact_match"],
               trainable_params=int(bank.inputs.size), eval_seconds=time.time() - start,
-              prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
+              prompt_tokens=float(np.mean([len(p) for p in prompts])))
 
 
 def lora(runner, procedures, train, test, settings, seed, ckpt_dir):
@@ -143,7 +200,7 @@ def lora(runner, procedures, train, test, settings, seed, ckpt_dir):
 
 
 METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25, tokmem,
-                                   lora)}
+                                   tokmem_adapted, lora)}
 
 
 def data(c):

@@ -137,6 +137,28 @@ class Runner:
                                       renormalize=renormalize, chunk_size=None)
     return step
 
+  def joint_step(self, bank_optimizer, lora_optimizer, *, alpha: float):
+    """One step on a memory bank and LoRA adapters together (TokMem's first-round
+    adaptation): state (rows, adapters, bank_opt_state, lora_opt_state, count)."""
+    fns = self.lm.functions
+
+    @jax.jit
+    def step(state, params, batch):
+      rows, adapters, bank_state, lora_state, count = state
+
+      def loss_fn(rows, adapters):
+        backbone = frozen_backbone(fns, merge_lora(params, adapters, alpha=alpha))
+        return memory.memory_loss(backbone, rows, batch.tokens, batch.query_lengths,
+                                  batch.lengths, chunk_size=None)
+
+      (loss, _), (g_rows, g_lora) = jax.value_and_grad(loss_fn, argnums=(0, 1),
+                                                       has_aux=True)(rows, adapters)
+      u_rows, bank_state = bank_optimizer.update(g_rows, bank_state, rows)
+      u_lora, lora_state = lora_optimizer.update(g_lora, lora_state, adapters)
+      return (optax.apply_updates(rows, u_rows), optax.apply_updates(adapters, u_lora),
+              bank_state, lora_state, count + 1), {"loss": loss}
+    return step
+
   def lora_step(self, optimizer, *, alpha: float):
     fns = self.lm.functions
 
