@@ -47,7 +47,7 @@ def get_config(arg=None):
     c.models = ["mlp", "cnn"]
     c.knobs = ["lr", "batch_size"]
     c.independent = False
-    c.child_target_loss = dict(mlp=0.1, cnn=0.5)
+    c.child_target_loss = dict(mlp=0.1311, cnn=0.6358)
   if smoke:
     c.models = ["mlp_ln"]
     c.knobs = ["lr", "batch_size"]
