@@ -141,3 +141,13 @@ def float_dtype(*xs: Any) -> jnp.dtype:
   (float32, or float64 with x64 on) instead of computing in integers."""
   dtype = jnp.result_type(*xs)
   return dtype if jnp.issubdtype(dtype, jnp.inexact) else jnp.result_type(float)
+
+
+def tolerance(tol, dtype, *, float64: float, float32: float) -> float:
+  """`tol` (a static number in (0, inf)), or the default of the dtype's precision."""
+  if tol is None:
+    tol = float64 if dtype == np.float64 else float32
+  tol = static_number("tol", tol)
+  if not 0 < tol < np.inf:
+    raise ValueError(f"tol must be a number in (0, inf), got {tol}")
+  return float(tol)

@@ -124,3 +124,11 @@ def as_arrays(cov: Covariance, k: str, dtype) -> Any:
   if k == "lowrank":
     return LowRankCov(jnp.asarray(cov.factor, dtype), jnp.asarray(cov.diag, dtype))
   return jnp.asarray(cov, dtype)
+
+
+def dense_or_none(cov: Covariance | None, n: int, mean_ndim: int, dtype) -> jax.Array | None:
+  """The checked covariance as a dense [..., n, n] array of `dtype`, or None for None."""
+  if cov is None:
+    return None
+  k = check_cov(cov, n, mean_ndim)
+  return dense(as_arrays(cov, k, dtype), k)

@@ -116,15 +116,8 @@ def _setup(mean, cov, G, d, A, b, metric, iterations, tol, sample_axes=0):
       checks.check_range(name, x)
   dtype = checks.float_dtype(mean, G, d, *(x for x in (A, b) if x is not None),
                              *jax.tree.leaves(cov))
-  if tol is None:
-    tol = 1e-10 if dtype == jnp.float64 else 1e-5
-  tol = checks.static_number("tol", tol)
-  if not 0 < tol < np.inf:
-    raise ValueError(f"tol must be a number in (0, inf), got {tol}")
-  sigma = None
-  if cov is not None:
-    k = cv.check_cov(cov, n, mean.ndim - sample_axes)
-    sigma = cv.dense(cv.as_arrays(cov, k, dtype), k)
+  tol = checks.tolerance(tol, dtype, float64=1e-10, float32=1e-5)
+  sigma = cv.dense_or_none(cov, n, mean.ndim - sample_axes, dtype)
   C, e = jnp.asarray(G, dtype), jnp.asarray(d, dtype)
   if A is not None:  # the equality rows first
     A, b = jnp.asarray(A, dtype), jnp.asarray(b, dtype)

@@ -119,7 +119,6 @@ def _newton(kkt, x, steps):
 def _project_one(z, R, args, h, iterations):
   """(u, λ) flat [n + q] solving the KKT equations for one z [n], R [n, n]; differentiable
   implicitly in z, R and args."""
-  n = z.shape[0]
   q = jax.eval_shape(h, z, *args).shape[0]
   kkt = _kkt_function(z, R, args, h)
 
@@ -228,15 +227,8 @@ def _setup(mean, cov, h, h_args, metric, iterations, tol, sample_axes=0):
   args = tuple(h_args)
   _check_h(h, n, dtype, jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       jnp.shape(a)[mean.ndim - 1 - sample_axes:], jnp.result_type(a)), args))
-  if tol is None:
-    tol = 1e-9 if dtype == jnp.float64 else 1e-4
-  tol = checks.static_number("tol", tol)
-  if not 0 < tol < np.inf:
-    raise ValueError(f"tol must be a number in (0, inf), got {tol}")
-  sigma = None
-  if cov is not None:
-    k = cv.check_cov(cov, n, mean.ndim - sample_axes)
-    sigma = cv.dense(cv.as_arrays(cov, k, dtype), k)
+  tol = checks.tolerance(tol, dtype, float64=1e-9, float32=1e-4)
+  sigma = cv.dense_or_none(cov, n, mean.ndim - sample_axes, dtype)
   eye = jnp.eye(n, dtype=dtype)
   R = jnp.broadcast_to(eye, sigma.shape) if metric == "orthogonal" and sigma is not None \
       else (eye if sigma is None else sigma)

@@ -39,15 +39,21 @@ from iclr_jax.train.loop import write_json
 KNOBS = ("lr", "batch_size", "momentum", "weight_decay", "augment")
 
 
-def _check_config(config) -> None:
+def check_models_and_knobs(config, knobs) -> None:
+  """ConfigError unless config.models are known models and config.knobs are among `knobs`,
+  each with a non-empty sweep."""
   for m in config.models:
     if m not in nets.MODELS:
       raise ConfigError(f"config.models: {m!r} is not one of {nets.MODELS}")
   for k in config.knobs:
-    if k not in KNOBS:
-      raise ConfigError(f"config.knobs: {k!r} is not one of {KNOBS}")
+    if k not in knobs:
+      raise ConfigError(f"config.knobs: {k!r} is not one of {knobs}")
     if not list(config.sweeps[k]):
       raise ConfigError(f"config.sweeps.{k} must list at least one value")
+
+
+def _check_config(config) -> None:
+  check_models_and_knobs(config, KNOBS)
   if config.seeds < 1 or config.parent_epochs < 1 or config.child_epochs < 1:
     raise ConfigError("config.seeds, config.parent_epochs and config.child_epochs must be >= 1")
   if not 0.0 <= config.base.momentum < 1.0:

@@ -47,12 +47,7 @@ KNOBS = ("lr", "batch_size", "momentum")
 
 
 def _check_config(config) -> None:
-  for m in config.models:
-    if m not in nets.MODELS:
-      raise ConfigError(f"config.models: {m!r} is not one of {nets.MODELS}")
-  for k in config.knobs:
-    if k not in KNOBS:
-      raise ConfigError(f"config.knobs: {k!r} is not one of {KNOBS}")
+  merging_noise.check_models_and_knobs(config, KNOBS)
   classes = [c for t in config.tasks for c in t]
   if len(config.tasks) < 2 or any(not t for t in config.tasks) or \
       len(set(classes)) != len(classes) or not set(classes) <= set(range(10)):
