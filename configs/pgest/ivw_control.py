@@ -6,6 +6,9 @@ per iteration, Adam, 10 seeds.
 
 Run (2 CPU cores: see docs/pgest.md for the time):
   python experiments/train.py --config=configs/pgest/ivw_control.py --workdir=runs/pgest_ivw
+The TD(λ)-critic variants alone on 1 s of juggling and the pendulum (the 4 s juggling rows
+cost about 10 minutes per critic variant on 2 cores):
+  python experiments/train.py --config=configs/pgest/ivw_control.py:critic --workdir=runs/pgest_ivw_critic
 Smoke (seconds):
   python experiments/train.py --config=configs/pgest/ivw_control.py:smoke --workdir=/tmp/ivw
 """
@@ -14,7 +17,9 @@ from iclr_jax.recipes import common
 
 
 def get_config(arg=None):
-  c, smoke = common.new_config("configs/pgest/ivw_control.py", arg, "ivw_control")
+  variant = common.config_variant("configs/pgest/ivw_control.py", arg, ("critic",))
+  c, smoke = common.new_config("configs/pgest/ivw_control.py",
+                               "smoke" if variant == "smoke" else None, "ivw_control")
   c.variants = ["ivw_h", "ivw", "first", "zeroth", "fixed",
                 "ivw_h_critic", "ivw_critic", "zeroth_critic"]
   # The *_critic variants form the zeroth-order term from a TD(λ) critic V(s, t) (SHAC-style)
@@ -31,6 +36,10 @@ def get_config(arg=None):
   c.lr = 1e-2  # Adam
   c.hidden = 32
   c.eval_states = 256
+  if variant == "critic":  # the critic variants alone, on the two shorter settings
+    c.variants = ["ivw_h_critic", "ivw_critic", "zeroth_critic"]
+    c.tasks = dict(juggling=dict(horizons=[100], sigma=2.0),
+                   pendulum_wall=dict(horizons=[60], sigma=0.5))
   if smoke:
     c.variants = ["ivw_h", "first", "ivw_h_critic"]
     c.tasks = dict(juggling=dict(horizons=[20], sigma=2.0))

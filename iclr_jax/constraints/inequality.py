@@ -51,16 +51,17 @@ def _active_set(z, R, C, e, equality, iterations, tol):
   scale = 1.0 + jnp.max(jnp.abs(z)) + jnp.max(jnp.abs(e))
   eps = tol * scale
 
-  def step(_, carry):
-    mask, stable = carry
+  def step(carry):
+    mask, _, i = carry
     u, lam = _rows_solution(z, R, C, e, mask)
     slack = C @ u - e
     new = equality | (mask & (lam >= -eps)) | (~mask & (slack > eps))
-    same = jnp.all(new == mask)
-    return jnp.where(stable | same, mask, new), stable | same
+    return new, jnp.all(new == mask), i + 1
 
   mask0 = equality | (C @ z - e > eps)
-  mask, _ = jax.lax.fori_loop(0, iterations, step, (mask0, jnp.zeros((), bool)))
+  # stops at a stable set (under vmap: when every row's set is stable) or after `iterations`
+  mask, _, _ = jax.lax.while_loop(lambda c: ~c[1] & (c[2] < iterations), step,
+                                  (mask0, jnp.zeros((), bool), jnp.zeros((), jnp.int32)))
   u, lam = _rows_solution(z, R, C, e, mask)
   ok = (jnp.all(jnp.where(equality, jnp.abs(C @ u - e), C @ u - e) <= eps)
         & jnp.all(jnp.where(equality | ~mask, 0.0, lam) >= -eps)
