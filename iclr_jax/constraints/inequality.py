@@ -51,17 +51,19 @@ def _active_set(z, R, C, e, equality, iterations, tol):
   scale = 1.0 + jnp.max(jnp.abs(z)) + jnp.max(jnp.abs(e))
   eps = tol * scale
 
-  def step(carry):
-    mask, _, i = carry
+  def step(_, carry):
+    mask, stable = carry
     u, lam = _rows_solution(z, R, C, e, mask)
     slack = C @ u - e
     new = equality | (mask & (lam >= -eps)) | (~mask & (slack > eps))
-    return new, jnp.all(new == mask), i + 1
+    same = jnp.all(new == mask)
+    return jnp.where(stable | same, mask, new), stable | same
 
   mask0 = equality | (C @ z - e > eps)
-  # stops at a stable set (under vmap: when every row's set is stable) or after `iterations`
-  mask, _, _ = jax.lax.while_loop(lambda c: ~c[1] & (c[2] < iterations), step,
-                                  (mask0, jnp.zeros((), bool), jnp.zeros((), jnp.int32)))
+  # A fixed number of iterations (a stable set is kept as it is): XLA:CPU deadlocked on a
+  # vmapped while_loop of these at batch 256 (see nonlinear.py for the same), so the loop
+  # has no early exit; 2–4 iterations settle a 100-node nonnegativity + conservation set.
+  mask, _ = jax.lax.fori_loop(0, iterations, step, (mask0, jnp.zeros((), bool)))
   u, lam = _rows_solution(z, R, C, e, mask)
   ok = (jnp.all(jnp.where(equality, jnp.abs(C @ u - e), C @ u - e) <= eps)
         & jnp.all(jnp.where(equality | ~mask, 0.0, lam) >= -eps)
@@ -159,7 +161,7 @@ def _run(mean, sigma, R, C, e, equality, iterations, tol):
 
 
 def project_polyhedral(mean, cov: Covariance, G, d, *, A=None, b=None,
-                       metric: str = "oblique", iterations: int = 50,
+                       metric: str = "oblique", iterations: int = 12,
                        tol: float | None = None) -> ProjectedGaussian:
   """Projects N(mean, cov) onto {u : G u ≤ d, A u = b} by the delta method.
 
@@ -168,7 +170,7 @@ def project_polyhedral(mean, cov: Covariance, G, d, *, A=None, b=None,
     G: [..., m, n]; d: [..., m]: the inequalities. A: [..., q, n], b: [..., q]: optional
       equalities (full row rank together with the active rows of G).
     metric: 'oblique' (Q = Σ⁻¹) or 'orthogonal' (Q = I).
-    iterations: the most active-set iterations (static); a stable set ends them early.
+    iterations: active-set iterations (static; all of them run, a stable set is kept).
     tol: feasibility and multiplier-sign tolerance relative to 1 + |μ|∞ + |d, b|∞ (default
       1e-5 in float32, 1e-10 in float64). A row whose iteration ends without a KKT point
       within tol raises a ValueError, or, under jit, comes out NaN.
@@ -185,7 +187,7 @@ def project_polyhedral(mean, cov: Covariance, G, d, *, A=None, b=None,
 
 
 def project_polyhedral_marginals(mean, cov: Covariance, G, d, *, A=None, b=None,
-                                 metric: str = "oblique", iterations: int = 50,
+                                 metric: str = "oblique", iterations: int = 12,
                                  tol: float | None = None) -> ProjectedGaussian:
   """As `project_polyhedral`, with the marginal variances [..., n] (for a CRPS loss)."""
   out = project_polyhedral(mean, cov, G, d, A=A, b=b, metric=metric, iterations=iterations,
@@ -195,7 +197,7 @@ def project_polyhedral_marginals(mean, cov: Covariance, G, d, *, A=None, b=None,
 
 
 def active_inequalities(mean, cov: Covariance, G, d, *, A=None, b=None,
-                        metric: str = "oblique", iterations: int = 50,
+                        metric: str = "oblique", iterations: int = 12,
                         tol: float | None = None) -> jax.Array:
   """The active set of T(mean): bool [..., m], True where G u ≤ d holds with equality."""
   mean, sigma, C, e, equality, iterations, tol, dtype = _setup(mean, cov, G, d, A, b, metric,
@@ -206,7 +208,7 @@ def active_inequalities(mean, cov: Covariance, G, d, *, A=None, b=None,
 
 
 def project_samples_polyhedral(samples, G, d, *, A=None, b=None, metric: str = "oblique",
-                               cov: Covariance | None = None, iterations: int = 50,
+                               cov: Covariance | None = None, iterations: int = 12,
                                tol: float | None = None) -> jax.Array:
   """Projects each draw [num_samples, ..., n] onto {G u ≤ d, A u = b} exactly (inference).
   'oblique' needs `cov` (without the sample axis) for Q = Σ⁻¹."""
