@@ -2,7 +2,7 @@
 NLL, without a constraint, with projection only at inference (oblique; ProbConserv's soft
 update), and end to end through the oblique / orthogonal projection layer (sample-free, or
 with 8 projected samples; 4 for the nonlinear constraint), on the heat equation, the porous-medium equation (m ∈ [2, 3];
-also with u ≥ 0 as inequalities, projected at inference or end to end),
+the smoke run also imposes u ≥ 0 as inequalities end to end),
 a coherent 4-child hierarchy (levels: linear) and its log levels (nonlinear constraint);
 3 seeds.
 
@@ -23,11 +23,13 @@ NONLINEAR = ["unconstrained", "inference_projection_nonlinear", "dppl_nonlinear"
 
 def _pde(kind, param_range, train_functions=512, test_functions=64):
   # PME solutions are nonnegative (zero ahead of the front): its DPPL may also impose u >= 0
+  # (POLYHEDRAL). The full-size study leaves those out: training through the polyhedral
+  # layer at batch 256 deadlocked XLA:CPU (jax 0.10), as the nonlinear layer did; the smoke
+  # run keeps them.
   pme = kind == "pme"
   return dict(kind=kind, param_range=list(param_range), n=100, num_times=16, noise=0.01,
               train_functions=train_functions, test_functions=test_functions,
-              evaluations=list(LINEAR) + (POLYHEDRAL if pme else []), nonnegative=pme,
-              steps=None, batch_size=None)
+              evaluations=list(LINEAR), nonnegative=pme, steps=None, batch_size=None)
 
 
 def _hierarchy(log, train_hierarchies=256, test_hierarchies=32):

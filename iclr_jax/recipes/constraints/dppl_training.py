@@ -26,6 +26,9 @@ from iclr_jax.nn.functional import ModelFunctions, model_functions
 from iclr_jax.nn.gaussian_head import GaussianMLP
 
 
+POLYHEDRAL_ITERATIONS = 6
+
+
 class Task(NamedTuple):
   """Train / test arrays (float32) and the constraint. A [q, n] (linear) or None; h(u) for
   one example (nonlinear) or None. b [N, q] per example (zeros for the hierarchy)."""
@@ -107,8 +110,9 @@ def marginals(mean, cov, b, task: Task, projection: str | None, *, noise_var: fl
     return out.mean, jnp.diagonal(out.cov, axis1=-2, axis2=-1)
   if projection == "soft":
     return C.probconserv_update(mean, cov, task.A, b, noise_var=noise_var, full=False)
-  if projection == "polyhedral":
-    return C.project_polyhedral_marginals(mean, cov, task.G, task.d, A=task.A, b=b)
+  if projection == "polyhedral":  # 2–4 active-set iterations settle these sets; 6 run
+    return C.project_polyhedral_marginals(mean, cov, task.G, task.d, A=task.A, b=b,
+                                          iterations=POLYHEDRAL_ITERATIONS)
   return C.project_gaussian_linear_marginals(mean, cov, task.A, b, metric=projection)
 
 
@@ -126,7 +130,8 @@ def project_draws(samples, cov, b, task: Task, projection: str | None):
   if projection == "nonlinear":
     return C.project_samples_nonlinear(samples, task.h, cov=cov)
   if projection == "polyhedral":
-    return C.project_samples_polyhedral(samples, task.G, task.d, A=task.A, b=b, cov=cov)
+    return C.project_samples_polyhedral(samples, task.G, task.d, A=task.A, b=b, cov=cov,
+                                        iterations=POLYHEDRAL_ITERATIONS)
   return C.project_samples_linear(samples, task.A, b, metric=projection, cov=cov)
 
 
