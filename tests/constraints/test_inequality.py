@@ -3,6 +3,7 @@ without equalities, both metrics); it satisfies the KKT conditions; the covarian
 Gaussian conditioned on the active rows; with nothing active it is the linear DPPL; the
 derivatives match finite differences; draws are projected one by one; jit and bad input."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -138,3 +139,21 @@ def test_bad_input_is_named(kwargs, match):
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
     C.project_polyhedral(**args)
+
+
+class PolyhedralVariantsTest(chex.TestCase):
+  """With and without jit: the projection equals SciPy's minimiser, and the marginals are
+  the diagonal of the full covariance."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_projection_and_marginals(self):
+    with jax.enable_x64(True):
+      z, sigma, G, d, A, b = _problem(np.random.default_rng(7), q=1)
+      full = self.variant(lambda z, s, d: C.project_polyhedral(z, s, G, d, A=A, b=b))(
+          z, sigma, d)
+      marg = self.variant(lambda z, s, d: C.project_polyhedral_marginals(z, s, G, d, A=A,
+                                                                         b=b))(z, sigma, d)
+      np.testing.assert_allclose(full.mean, _scipy(z, np.linalg.inv(sigma), G, d, A, b),
+                                 atol=2e-6)
+      chex.assert_trees_all_close(marg.mean, full.mean, rtol=1e-12, atol=1e-12)
+      np.testing.assert_allclose(marg.cov, np.diag(full.cov), atol=1e-12)

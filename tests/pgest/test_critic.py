@@ -3,6 +3,7 @@ cost-to-go, λ = 0 the one-step target); with λ = 1 and any state-dependent bas
 with the first-order action gradient in expectation on a linear-quadratic system; the recipe's
 critic regression fits the returns of a fixed batch; bad arguments are named."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,15 +26,17 @@ def _numpy_returns(c, v, lam, gamma):
   return g
 
 
-@pytest.mark.parametrize("lam,gamma", [(0.0, 1.0), (0.5, 0.9), (0.95, 1.0), (1.0, 1.0)])
-def test_lambda_returns_equal_numpy(lam, gamma, rng):
-  c, v = rng.normal(size=(5, 7)), rng.normal(size=(5, 7))
-  got = pgest.lambda_returns(jnp.asarray(c, jnp.float32), jnp.asarray(v, jnp.float32),
-                             lam=lam, gamma=gamma)
-  np.testing.assert_allclose(got, _numpy_returns(c, v, lam, gamma), rtol=1e-5, atol=1e-5)
-  got = jax.jit(lambda a, b: pgest.lambda_returns(a, b, lam=lam, gamma=gamma))(
-      jnp.asarray(c, jnp.float32), jnp.asarray(v, jnp.float32))
-  np.testing.assert_allclose(got, _numpy_returns(c, v, lam, gamma), rtol=1e-5, atol=1e-5)
+class LambdaReturnsTest(chex.TestCase):
+  """With and without jit, against a float64 NumPy recursion."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_lambda_returns_equal_numpy(self):
+    rng = np.random.default_rng(0)
+    for lam, gamma in ((0.0, 1.0), (0.5, 0.9), (0.95, 1.0), (1.0, 1.0)):
+      c, v = rng.normal(size=(5, 7)), rng.normal(size=(5, 7))
+      got = self.variant(lambda a, b, lam=lam, gamma=gamma: pgest.lambda_returns(
+          a, b, lam=lam, gamma=gamma))(jnp.asarray(c, jnp.float32), jnp.asarray(v, jnp.float32))
+      np.testing.assert_allclose(got, _numpy_returns(c, v, lam, gamma), rtol=1e-5, atol=1e-5)
 
 
 def test_lambda_one_is_the_cost_to_go_and_zero_the_one_step_target(rng):
