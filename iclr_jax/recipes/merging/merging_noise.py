@@ -73,6 +73,14 @@ def settings_of(config, knob: str) -> list[dict]:
   return [dict(base, **{knob: type(base[knob])(v)}) for v in config.sweeps[knob]]
 
 
+def by_batch_size(settings: list[dict]) -> list[list[dict]]:
+  """The settings grouped by batch size, in first-seen order (one compiled program each)."""
+  groups: dict[int, list[dict]] = {}
+  for s in settings:
+    groups.setdefault(s["batch_size"], []).append(s)
+  return list(groups.values())
+
+
 def hyper_of(settings: list[dict], seeds: int) -> nets.Hyper:
   col = lambda k, dt: jnp.asarray(np.repeat([s[k] for s in settings], seeds), dt)  # noqa: E731
   return nets.Hyper(col("lr", jnp.float32), col("momentum", jnp.float32),
@@ -185,12 +193,8 @@ def _run_unit(config, data, model: str, knob: str) -> list[dict]:
   if knob == "independent":
     rows = _independent(config, fns, spec, data)
   else:
-    settings = settings_of(config, knob)
-    groups = {}
-    for s in settings:  # one compiled program per batch size
-      groups.setdefault(s["batch_size"], []).append(s)
     rows = []
-    for group in groups.values():
+    for group in by_batch_size(settings_of(config, knob)):
       rows += [dict(r, knob=knob) for r in _shared_trajectory(config, fns, data, group, model)]
   for r in rows:
     r["model"] = model

@@ -116,12 +116,11 @@ def _accuracies(pred: np.ndarray, labels: np.ndarray, tasks) -> tuple[float, lis
   return float(np.mean(pred == labels)), per_task
 
 
-def _children(config, fns, data: _Data, parent, settings: list[dict]):
-  """One stacked group of children [settings · seeds] per task, and their training losses."""
+def _children(config, fns, data: _Data, params, settings: list[dict]):
+  """One stacked group of children [settings · seeds] per task, fine-tuned from `params`
+  (the parents tiled to [settings · seeds]), and their training losses."""
   seeds, reps = config.seeds, len(settings)
   hyper = merging_noise.hyper_of(settings, seeds)
-  tile = lambda x: jnp.tile(x, (reps,) + (1,) * (x.ndim - 1))  # noqa: E731
-  params = jax.tree.map(tile, parent)
   images, labels = data.train
   children, losses = [], []
   for t, task in enumerate(config.tasks):
@@ -155,9 +154,9 @@ def _merge_scores(config, fns, data: _Data, base, children) -> dict:
 
 
 def _rows(config, fns, data: _Data, parent, settings: list[dict]) -> list[dict]:
-  children, losses = _children(config, fns, data, parent, settings)
   reps = len(settings)
   base = jax.tree.map(lambda x: jnp.tile(x, (reps,) + (1,) * (x.ndim - 1)), parent)
+  children, losses = _children(config, fns, data, base, settings)
   labels = data.test[1]
   parent_pred = np.asarray(_predict(fns, base, data.test[0]))
   child_pred = [np.asarray(_predict(fns, c, data.test[0])) for c in children]
@@ -197,11 +196,8 @@ def _run_unit(config, data: _Data, model: str, knob: str) -> list[dict]:
                             merging_noise.seed_keys(seeds, 1, 1), *data.train,
                             epochs=config.parent_epochs, batch_size=config.base.batch_size,
                             max_shift=0)
-  groups = {}
-  for s in merging_noise.settings_of(config, knob):
-    groups.setdefault(s["batch_size"], []).append(s)  # one compiled program per batch size
   rows = []
-  for group in groups.values():
+  for group in merging_noise.by_batch_size(merging_noise.settings_of(config, knob)):
     rows += _rows(config, fns, data, parent, group)
   return [dict(r, model=model, knob=knob, value=r[knob]) for r in rows]
 
