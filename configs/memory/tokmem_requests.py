@@ -1,6 +1,6 @@
 """TokMem on requests that do not name their procedure (`datasets.requests`): 20 text edits
 SmolLM2-135M-Instruct carries out when shown the instruction and two examples, each asked for
-in six paraphrases (four in training, two held out), against the query alone, the instruction
+in six paraphrases (four in training, two held out), 3 seeds, against the query alone, the instruction
 in the prompt (the oracle), retrieval over the training queries and LoRA / prompt tuning. TokMem trains until its
 routing on the training queries is at least 95% (at most 30 epochs) before it is scored.
 
@@ -22,6 +22,7 @@ def get_config(arg=None):
   if arg == "smoke":
     c.train.fit_max_epochs = 3
     return c
+  c.seeds = 3
   c.scales = (20,)
   c.methods = ("query_only", "instruction", "instruction_fewshot", "tfidf", "bm25", "tokmem",
                "lora", "prompt_tuning")
