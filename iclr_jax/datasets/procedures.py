@@ -150,6 +150,16 @@ def _phrase(rng: np.random.Generator) -> str:
   return " ".join(WORDS[i] for i in rng.choice(len(WORDS), n, replace=False))
 
 
+def distinct_phrases(rng: np.random.Generator, count: int) -> list[str]:
+  """`count` different phrases of 3–5 of the WORDS, drawn from `rng`."""
+  phrases: list[str] = []
+  while len(phrases) < count:
+    p = _phrase(rng)
+    if p not in phrases:
+      phrases.append(p)
+  return phrases
+
+
 def _chains(max_ops: int) -> list[tuple[Operation, ...]]:
   chains = []
   for n in range(1, max_ops + 1):
@@ -196,11 +206,7 @@ def procedure_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
   rng = np.random.default_rng(seed + 1)
   out = []
   for chain in pool[:num]:
-    inputs: list[str] = []
-    while len(inputs) < num_train + num_test:
-      p = _phrase(rng)
-      if p not in inputs:
-        inputs.append(p)
+    inputs = distinct_phrases(rng, num_train + num_test)
     examples = tuple((x, apply_chain(chain, x)) for x in inputs)
     out.append(Procedure(name=" + ".join(op.name for op in chain),
                          instruction=_instruction(chain),

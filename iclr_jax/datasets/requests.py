@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from iclr_jax.datasets.procedures import WORDS
+from iclr_jax.datasets.procedures import Procedure, distinct_phrases
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,11 +189,6 @@ REQUESTS = (
 )
 
 
-def _phrase(rng: np.random.Generator) -> str:
-  n = int(rng.integers(3, 6))
-  return " ".join(WORDS[i] for i in rng.choice(len(WORDS), n, replace=False))
-
-
 def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
                 train_templates: int = 4):
   """The first `num` request procedures, each with `num_train` training and `num_test` test
@@ -201,7 +196,6 @@ def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
   phrasings, a test example one of the others (drawn in turn, seeded).
 
   Returns `datasets.procedures.Procedure`s whose examples are (full query, answer)."""
-  from iclr_jax.datasets.procedures import Procedure  # pylint: disable=import-outside-toplevel
   if not isinstance(num, int) or not 1 <= num <= len(REQUESTS):
     raise ValueError(f"num must be an int in [1, {len(REQUESTS)}] (request procedures), got "
                      f"{num!r}")
@@ -213,11 +207,7 @@ def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
   rng = np.random.default_rng([seed, 3])
   out = []
   for r in REQUESTS[:num]:
-    inputs: list[str] = []
-    while len(inputs) < num_train + num_test:
-      p = _phrase(rng)
-      if p not in inputs:
-        inputs.append(p)
+    inputs = distinct_phrases(rng, num_train + num_test)
     train_t, test_t = r.templates[:train_templates], r.templates[train_templates:]
     t0, t1 = int(rng.integers(len(train_t))), int(rng.integers(len(test_t)))
     train = tuple((train_t[(t0 + k) % len(train_t)].format(text=x), r.fn(x))
