@@ -46,8 +46,10 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
   """The simple loss: x_t from a uniform step and fresh noise, the condition dropped with
   `drop_probability`, masked MSE between the output and its target (x0, eps or v).
 
-  `apply` may return (output, auxiliary output), e.g. TriC-Motion's disentangled read-out;
-  its error against the same target is added with `aux_weight`. Returns (loss, parts).
+  `apply` may return (output, auxiliary output), e.g. TriC-Motion's disentangled read-out,
+  or (output, tuple of auxiliary outputs), e.g. one read-out per block; the (mean) error of
+  the auxiliary outputs against the same target is added with `aux_weight`. Returns (loss,
+  parts).
   A traced drop_probability outside [0, 1] or aux_weight < 0 makes the loss NaN.
   """
   checks.check_range("drop_probability", drop_probability, 0.0, 1.0, traced_check=False)
@@ -66,7 +68,12 @@ def diffusion_loss(apply: Apply, schedule: gaussian.GaussianSchedule, x0: jax.Ar
   if not isinstance(out, tuple):
     simple = masked_mse(out, target, lengths)
     return jnp.where(ok, simple, jnp.nan), {"loss_simple": simple}
-  simple, aux = masked_mse(out[0], target, lengths), masked_mse(out[1], target, lengths)
+  extra = out[1] if isinstance(out[1], (tuple, list)) else (out[1],)
+  if not extra:
+    raise ValueError("apply returned an empty tuple of auxiliary outputs; return the output "
+                     "alone when there is none")
+  simple = masked_mse(out[0], target, lengths)
+  aux = sum(masked_mse(o, target, lengths) for o in extra) / len(extra)
   return (jnp.where(ok, simple + aux_weight * aux, jnp.nan),
           {"loss_simple": simple, "loss_aux": aux})
 

@@ -1,5 +1,8 @@
 """The text-to-motion variants a study compares, one table: name -> how to build the
-denoiser and whether its training adds the counterfactual read-out's loss."""
+denoiser and whether its training adds the counterfactual read-out's loss.
+
+'tric' and its ablations use the blocks of the authors' release (`tric_published`);
+'tric_compact' and its ablations the earlier, lighter blocks (`tric_motion`)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from iclr_jax.nn.motion_transformer import MotionTransformer, TextToMotion
 from iclr_jax.motion.layout import JOINT_CHANNELS, features_of, joint_tensor, \
     normalized_adjacency
 from iclr_jax.nn.tric_motion import DOMAINS, JointLayout, TriCMotion
+from iclr_jax.nn.tric_published import PublishedTriCMotion
 
 HUMANML3D_JOINTS = JointLayout(joint_tensor, features_of, normalized_adjacency(),
                                JOINT_CHANNELS)
@@ -22,13 +26,13 @@ class Variant(NamedTuple):
   counterfactual: bool  # train with the disentangled read-out's loss
 
 
-def _tric(**overrides):
+def _tric(cls=PublishedTriCMotion, **overrides):
   def build(config, cond_dim, rngs):
     c = config.tric
     kwargs = dict(layout=HUMANML3D_JOINTS, cond_dim=cond_dim, d_model=c.d_model, num_blocks=c.num_blocks,
                   num_heads=c.num_heads, patch=c.patch, gcn_layers=c.gcn_layers,
                   mlp_ratio=c.mlp_ratio, rngs=rngs)
-    return TriCMotion(**{**kwargs, **overrides})
+    return cls(**{**kwargs, **overrides})
   return build
 
 
@@ -39,12 +43,21 @@ def _mdm(config, cond_dim, rngs):
                            mlp_ratio=c.mlp_ratio, rngs=rngs)
 
 
+def _tric_family(prefix: str, cls) -> dict[str, Variant]:
+  """The model and its ablations: without each domain, without the fusion scores (equal
+  weights, the gate kept), without the disentangler's loss."""
+  return {
+      prefix: Variant(_tric(cls), True),
+      **{f"{prefix}_no_{d}": Variant(_tric(cls, domains=tuple(x for x in DOMAINS if x != d)),
+                                     True) for d in DOMAINS},
+      f"{prefix}_no_scores": Variant(_tric(cls, fusion_scores=False), True),
+      f"{prefix}_no_disentangler": Variant(_tric(cls), False),
+  }
+
+
 VARIANTS: dict[str, Variant] = {
-    "tric": Variant(_tric(), True),
-    **{f"tric_no_{d}": Variant(_tric(domains=tuple(x for x in DOMAINS if x != d)), True)
-       for d in DOMAINS},
-    "tric_no_scores": Variant(_tric(fusion_scores=False), True),
-    "tric_no_disentangler": Variant(_tric(), False),
+    **_tric_family("tric", PublishedTriCMotion),
+    **_tric_family("tric_compact", TriCMotion),
     "mdm": Variant(_mdm, False),
 }
 
