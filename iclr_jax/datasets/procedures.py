@@ -223,8 +223,11 @@ class Composition:
   second: int
   train: tuple[tuple[str, tuple[str, str]], ...]
   test: tuple[tuple[str, tuple[str, str]], ...]
+  verbatim: bool = False  # examples hold the full query (`datasets.requests`)
 
   def query(self, procedures: list[Procedure], text: str) -> str:
+    if self.verbatim:
+      return text
     return f"{procedures[self.first].name} then {procedures[self.second].name}: {text}"
 
 

@@ -13,7 +13,8 @@ it with "please", write it twice, keep its first word, …). Each procedure has
 
 `request_set(num, ...)` returns `Procedure`s (`datasets.procedures`) whose examples are
 (full query, answer) pairs and whose `query` is the identity, so every TokMem method and
-baseline runs on them unchanged.
+baseline runs on them unchanged. `request_compositions` asks for two edits in turn in one
+query, "<request i with the text>" + SEPARATOR + "<request j>", answered on two lines.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import dataclasses
 
 import numpy as np
 
-from iclr_jax.datasets.procedures import Procedure, distinct_phrases
+from iclr_jax.datasets.procedures import Composition, Procedure, distinct_phrases
+
+SEPARATOR = "\nThen, on that result: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,3 +220,59 @@ def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
     out.append(Procedure(name=r.name, instruction=r.instruction, operations=(),
                          train=train, test=test, verbatim=True, function=r.fn))
   return out
+
+
+def _second_request(template: str) -> str:
+  """A phrasing without its text, as the second half of a composed query."""
+  return template.format(text="").strip().rstrip(":?.").strip() + "."
+
+
+def request_compositions(num: int, *, num_train_pairs: int, num_test_pairs: int,
+                         num_train: int, num_test: int, seed: int = 0,
+                         train_templates: int = 4) -> tuple[list[Composition],
+                                                            list[Composition]]:
+  """Two-step compositions of the first `num` requests: (training pairs, held-out pairs) of
+  ordered pairs (i, j), i != j, drawn without replacement (seeded), so no held-out pair is
+  trained on. A query is request i's phrasing with the input, SEPARATOR, then request j's
+  phrasing; training pairs use the first `train_templates` phrasings of each request, held-
+  out pairs the others, on fresh inputs. Examples are (query, (edit i of the input, edit j
+  of that)); the `Composition`s are verbatim, so `query` returns the example's query."""
+  if not isinstance(num, int) or not 2 <= num <= len(REQUESTS):
+    raise ValueError(f"num must be an int in [2, {len(REQUESTS)}] (request procedures), got "
+                     f"{num!r}")
+  pairs = [(i, j) for i in range(num) for j in range(num) if i != j]
+  if num_train_pairs < 0 or num_test_pairs < 1 or num_train_pairs + num_test_pairs > len(pairs):
+    raise ValueError(f"num_train_pairs + num_test_pairs must be <= {len(pairs)} ordered pairs "
+                     f"of {num} requests, with num_test_pairs >= 1; got {num_train_pairs} + "
+                     f"{num_test_pairs}")
+  if num_train < 1 or num_test < 1:
+    raise ValueError(f"num_train and num_test must be >= 1, got {num_train}, {num_test}")
+  if not 1 <= train_templates < min(len(r.templates) for r in REQUESTS):
+    raise ValueError(f"train_templates must leave at least one phrasing held out, in [1, "
+                     f"{min(len(r.templates) for r in REQUESTS) - 1}], got {train_templates}")
+  rng = np.random.default_rng([seed, 4])
+  order = rng.permutation(len(pairs))
+  inputs = iter(distinct_phrases(rng, num_train * num_train_pairs + num_test * num_test_pairs))
+
+  def make(k, count, held_out):
+    i, j = pairs[order[k]]
+    first, second = REQUESTS[i], REQUESTS[j]
+    phrasings = lambda r: r.templates[train_templates:] if held_out else \
+        r.templates[:train_templates]
+    out = []
+    for _ in range(count):
+      x = next(inputs)
+      t1, t2 = (p[int(rng.integers(len(p)))] for p in (phrasings(first), phrasings(second)))
+      mid = first.fn(x)
+      out.append((t1.format(text=x) + SEPARATOR + _second_request(t2), (mid, second.fn(mid))))
+    return (i, j), tuple(out)
+
+  train = []
+  for k in range(num_train_pairs):
+    (i, j), examples = make(k, num_train, False)
+    train.append(Composition(i, j, train=examples, test=(), verbatim=True))
+  test = []
+  for k in range(num_train_pairs, num_train_pairs + num_test_pairs):
+    (i, j), examples = make(k, num_test, True)
+    test.append(Composition(i, j, train=(), test=examples, verbatim=True))
+  return train, test

@@ -1,13 +1,16 @@
 """Request procedures: no query contains a word of its procedure's name; test queries use
 only the held-out phrasings and training queries only the others; answers are the edit applied
-to the input; name-based retrieval is far from an oracle on them; seeded; bad arguments named."""
+to the input; name-based retrieval is far from an oracle on them; seeded; bad arguments named.
+Compositions: held-out pairs never trained, each half in its split's phrasings, both edits
+applied in turn, no name word in a query, fresh inputs."""
 
 import re
 
 import numpy as np
 import pytest
 
-from iclr_jax.datasets.requests import REQUESTS, request_set
+from iclr_jax.datasets.requests import (REQUESTS, SEPARATOR, _second_request,
+                                        request_compositions, request_set)
 from iclr_jax.recipes.memory import procedural as P
 
 
@@ -63,3 +66,42 @@ def test_seeded_and_bad_arguments():
     request_set(3, num_train=0, num_test=1)
   with pytest.raises(ValueError, match="train_templates must leave"):
     request_set(3, num_train=2, num_test=1, train_templates=6)
+
+
+def _second(part, templates):
+  """The template whose text-less phrasing is the second half of a composed query."""
+  found = [t for t in templates if _second_request(t) == part]
+  assert found, part
+  return found[0]
+
+
+def test_compositions_hide_names_hold_out_pairs_and_phrasings_and_apply_both_edits():
+  train, test = request_compositions(20, num_train_pairs=60, num_test_pairs=20, num_train=2,
+                                     num_test=3, seed=1)
+  assert len(train) == 60 and len(test) == 20
+  assert not {(c.first, c.second) for c in train} & {(c.first, c.second) for c in test}
+  inputs = []
+  for comps, split, allowed in ((train, "train", slice(0, 4)), (test, "test", slice(4, None))):
+    for c in comps:
+      r1, r2 = REQUESTS[c.first], REQUESTS[c.second]
+      assert c.first != c.second and c.verbatim
+      for query, (mid, out) in getattr(c, split):
+        first, second = query.split(SEPARATOR)
+        template, text = _split(first, r1.templates)
+        assert template in r1.templates[allowed]
+        assert _second(second, r2.templates) in r2.templates[allowed]
+        assert mid == r1.fn(text) and out == r2.fn(mid)
+        assert c.query([], query) == query
+        words = set(re.findall(r"[a-z]+", query.lower())) - set(text.split())
+        assert not words & (set(r1.name.split()) | set(r2.name.split())), query
+        inputs.append(text)
+  assert len(set(inputs)) == len(inputs)  # fresh inputs throughout
+  assert request_compositions(5, num_train_pairs=3, num_test_pairs=2, num_train=1,
+                              num_test=1, seed=1)[1][0].test == request_compositions(
+      5, num_train_pairs=3, num_test_pairs=2, num_train=1, num_test=1, seed=1)[1][0].test
+  with pytest.raises(ValueError, match=r"num must be an int in \[2, 20\]"):
+    request_compositions(1, num_train_pairs=0, num_test_pairs=1, num_train=1, num_test=1)
+  with pytest.raises(ValueError, match="ordered pairs"):
+    request_compositions(3, num_train_pairs=5, num_test_pairs=2, num_train=1, num_test=1)
+  with pytest.raises(ValueError, match="num_train and num_test"):
+    request_compositions(3, num_train_pairs=1, num_test_pairs=1, num_train=0, num_test=1)

@@ -13,7 +13,7 @@ import pytest
 
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import procedure_set
-from iclr_jax.datasets.requests import request_set
+from iclr_jax.datasets.requests import SEPARATOR, request_set
 from iclr_jax.llm import random_pretrained
 from iclr_jax.nn.lora import QKV_KERNELS as QKV
 from iclr_jax.nn.lora import init_lora
@@ -228,3 +228,42 @@ def test_tokmem_adapted_trains_two_rounds(runner, tmp_path):
   assert out["trainable_params"] == 4 * runner.lm.spec.d_model
   assert 0 <= out["routing_accuracy"] <= 1 and np.isfinite(out["final_loss"])
   assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()
+
+
+def _exact_routes(runner, tasks, bank, ids):
+  """Independent of compose._train_routing: the memory tokens each query emits, by hand."""
+  hits = 0
+  for route, query, _ in tasks:
+    out = runner.generate([runner.encode(P.user_turn(query))], bank=bank)[0]
+    hits += [ids.index(t) for t in out if t in ids] == list(route)
+  return hits / len(tasks)
+
+
+def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(runner,
+                                                                               tmp_path):
+  """On request compositions, retrieval runs once per half of the query (split at the
+  separator) against each procedure's joined training queries; TokMem's fit criterion
+  counts a training query routed only when it emits its whole route in order, and trains
+  until that reaches the target or gives up at fit_max_epochs."""
+  c = smoke_config("tokmem_requests_compose").compose
+  c.update(procedures=4, num_atomic=2, train_pairs=4, test_pairs=2, num_train=1, num_test=1)
+  procedures, train, test = C.data(c)
+  assert all(p.verbatim for p in procedures) and len(test) == 2
+  queries = [q for _, q, _ in test]
+  find = P.Retriever("tfidf", [" ".join(q for q, _ in p.train) for p in procedures],
+                     list(range(4)))
+  want = [tuple(int(k) for k in find(q.split(SEPARATOR))) for q in queries]
+  assert C._retrieve_routes("tfidf", procedures, queries) == want
+  settings = smoke_config("tokmem_requests_compose").train
+  settings.update(epochs=1, fit_routing=1.0, fit_max_epochs=2, lr=1e-7)
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procedures])
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  bank0 = memory.init_bank(jax.random.key(0), embedding, 4)
+  bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids), bank0, settings, 0,
+                         str(tmp_path / "fit"),
+                         lambda b: C._train_routing(runner, train, b, ids))
+  assert log["train_epochs"] == 2 and not log["fitted"]
+  assert log["train_routing"] == pytest.approx(_exact_routes(runner, train, bank, ids))
+  out = C.tokmem(runner, procedures, train, test, settings, 0, str(tmp_path / "unit"))
+  assert out["train_epochs"] == 2 and 0 <= out["routing_accuracy"] <= 1

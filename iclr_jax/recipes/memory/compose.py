@@ -25,6 +25,7 @@ import numpy as np
 
 from iclr_jax import memory
 from iclr_jax.datasets.procedures import composition_set, procedure_set
+from iclr_jax.datasets.requests import SEPARATOR, request_compositions, request_set
 from iclr_jax.llm import PretrainedLM
 from iclr_jax.nn.lora import QKV_KERNELS as QKV
 from iclr_jax.nn.lora import init_lora, merge_lora
@@ -71,15 +72,26 @@ def _instruction(procedures, route) -> str:
           f"Then ({second.name}), to the first result: {second.instruction}")
 
 
+def _retrieve_routes(kind, procedures, queries) -> list[tuple[int, ...]]:
+  """One retrieval per step. Named procedures: the query's name part split at " then ",
+  each name matched against the names. Requests (verbatim procedures, whose queries name
+  nothing): the query split at `requests.SEPARATOR`, each half matched against each
+  procedure's training queries joined."""
+  labels = list(range(len(procedures)))
+  if procedures[0].verbatim:
+    find = P.Retriever(kind, [" ".join(q for q, _ in p.train) for p in procedures], labels)
+    return [tuple(int(k) for k in find(q.split(SEPARATOR))) for q in queries]
+  find = P.Retriever(kind, [p.name for p in procedures], labels)
+  halves = [q.split(": ", 1) for q in queries]
+  return [tuple(int(k) for k in find([f"{n}: {x}" for n in h.split(" then ")]))
+          for h, x in halves]
+
+
 def _prompt_method(runner, procedures, train, test, settings, *, instruction, shots,
                    retriever=None):
   routes = [t[0] for t in test]
   if retriever is not None:
-    find = P.Retriever(retriever, [p.name for p in procedures], list(range(len(procedures))))
-    halves = [q.split(": ", 1) for _, q, _ in test]
-    parts = [h.split(" then ") for h, _ in halves]
-    routes = [tuple(int(k) for k in find([f"{n}: {x}" for n in names]))
-              for names, (_, x) in zip(parts, halves)]
+    routes = _retrieve_routes(retriever, procedures, [q for _, q, _ in test])
   demo = train[0] if train else None
   prompts = []
   for route, (_, q, _) in zip(routes, test):
@@ -120,10 +132,19 @@ def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
   reg = memory.MemoryRegistry(runner.vocab_size)
   ids = reg.add_round([p.name for p in procedures])
   embedding = runner.lm.params["embed"]["embedding"][...]
-  bank, log = M.train_bank(runner, M.task_rows(runner, train, ids),
-                           memory.init_bank(jax.random.key(seed), embedding, len(ids)),
-                           settings, seed, ckpt_dir)
+  bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids),
+                         memory.init_bank(jax.random.key(seed), embedding, len(ids)),
+                         settings, seed, ckpt_dir,
+                         lambda bank: _train_routing(runner, train, bank, ids))
   return dict(_score_bank(runner, test, bank, ids), **log)
+
+
+def _train_routing(runner, train, bank, ids) -> float:
+  """The share of training queries (atomic and composed) for which the bank emits exactly
+  their route of memory tokens, in order."""
+  out = runner.generate([runner.encode(P.user_turn(q)) for _, q, _ in train], bank=bank)
+  return float(np.mean([tuple(ids.index(t) for t in o if t >= runner.vocab_size) == route
+                        for o, (route, *_) in zip(out, train)]))
 
 
 def _adapt_round_one(runner, tasks1, ids1, settings, seed, ckpt_dir, *, rank):
@@ -151,7 +172,8 @@ def tokmem_adapted(runner, procedures, train, test, settings, seed, ckpt_dir):
   """The paper's compositional protocol: round 1 trains the first half of the procedures'
   memory rows together with a LoRA on the tasks among them; the LoRA is then merged and
   frozen, and round 2 trains only the other half's rows (round 1's rows frozen) on the
-  remaining tasks. Scored like `tokmem`, on the adapted backbone."""
+  remaining tasks (until their routing reaches `settings.fit_routing`, as `tokmem`). Scored
+  like `tokmem`, on the adapted backbone."""
   half = len(procedures) // 2
   first = [t for t in train if max(t[0]) < half]
   second = [t for t in train if max(t[0]) >= half]
@@ -164,14 +186,18 @@ def tokmem_adapted(runner, procedures, train, test, settings, seed, ckpt_dir):
   adapted = dataclasses.replace(runner, lm=PretrainedLM(
       runner.lm.functions, merged, runner.lm.tokenizer, runner.lm.spec, dtype=runner.lm.dtype))
   embedding = runner.lm.params["embed"]["embedding"][...]
-  rows2, log2 = M.train_bank(adapted, M.task_rows(adapted, second, ids),
-                             memory.init_bank(jax.random.fold_in(jax.random.key(seed), 2),
-                                              embedding, len(procedures) - half),
-                             settings, seed, join("round2"), frozen=rows1)
+  rows2, log2 = M.fit_rows(
+      adapted, M.task_rows(adapted, second, ids),
+      memory.init_bank(jax.random.fold_in(jax.random.key(seed), 2), embedding,
+                       len(procedures) - half), settings, seed, join("round2"),
+      lambda bank: _train_routing(adapted, second, memory.concat_banks(rows1, bank), ids),
+      frozen=rows1)
   out = _score_bank(adapted, test, memory.concat_banks(rows1, rows2), ids)
   return dict(out, train_steps=log1["train_steps"] + log2["train_steps"],
               train_seconds=log1["train_seconds"] + log2["train_seconds"],
-              final_loss=log2["final_loss"], round1_tasks=len(first), round2_tasks=len(second))
+              final_loss=log2["final_loss"], round1_tasks=len(first), round2_tasks=len(second),
+              train_routing=log2["train_routing"], fitted=log2["fitted"],
+              train_epochs=log2["train_epochs"])
 
 
 def _score_bank(runner, test, bank, ids):
@@ -204,12 +230,25 @@ METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25,
 
 
 def data(c):
-  """(procedures, training tasks, held-out tasks) of the `compose` config section."""
-  procedures = procedure_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
-                             max_ops=c.max_ops)
-  train, test = composition_set(procedures, num_train_pairs=c.train_pairs,
-                                num_test_pairs=c.test_pairs, num_train=c.num_train,
-                                num_test=c.num_test, seed=c.seed)
+  """(procedures, training tasks, held-out tasks) of the `compose` config section:
+  `c.kind` 'operations' (named procedures, `datasets.procedures`) or 'requests'
+  (`datasets.requests`: queries that name nothing, held-out phrasings in the test pairs)."""
+  kind = c.get("kind", "operations")
+  if kind == "requests":
+    t = c.get("train_templates", 4)
+    procedures = request_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
+                             train_templates=t)
+    train, test = request_compositions(
+        c.procedures, num_train_pairs=c.train_pairs, num_test_pairs=c.test_pairs,
+        num_train=c.num_train, num_test=c.num_test, seed=c.seed, train_templates=t)
+  elif kind == "operations":
+    procedures = procedure_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
+                               max_ops=c.max_ops)
+    train, test = composition_set(procedures, num_train_pairs=c.train_pairs,
+                                  num_test_pairs=c.test_pairs, num_train=c.num_train,
+                                  num_test=c.num_test, seed=c.seed)
+  else:
+    raise ValueError(f"compose kind must be 'operations' or 'requests', got {kind!r}")
   return procedures, tasks(procedures, train, "train"), tasks(procedures, test, "test")
 
 

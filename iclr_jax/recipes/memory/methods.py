@@ -172,27 +172,34 @@ def train_routing(runner, procedures, bank, ids) -> float:
   return float(np.mean([bool(o) and o[0] == ids[i] for o, (i, *_) in zip(first, train)]))
 
 
-def fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir):
-  """`train_bank` for `settings.epochs`; then, while `settings.fit_routing` > 0 and the
-  training routing is below it, another `settings.epochs` from the bank so far (a fresh
-  schedule each time; its own checkpoint folder), up to `settings.fit_max_epochs` in all.
+def fit_rows(runner, rows, bank0, settings, seed, ckpt_dir, routing, **train_kwargs):
+  """`train_bank` on `rows` for `settings.epochs`; then, while `settings.fit_routing` > 0 and
+  `routing(bank)` (the routing on the training queries) is below it, another
+  `settings.epochs` from the bank so far (a fresh schedule each time; its own checkpoint
+  folder), up to `settings.fit_max_epochs` in all; `train_kwargs` go to `train_bank`.
   Returns the bank and a log with the training routing, whether it reached the target, and
-  the steps and seconds spent (the fit's cost)."""
-  rows = memory_rows(runner, procedures, ids)
+  the steps and seconds spent."""
   target = float(settings.get("fit_routing", 0.0))
   limit = int(settings.get("fit_max_epochs", settings.epochs))
   bank, steps, seconds, epochs, chunk = bank0, 0, 0.0, 0, 0
   while True:
     bank, log = train_bank(runner, rows, bank, settings, seed + chunk,
-                           None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}"))
+                           None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}"),
+                           **train_kwargs)
     steps, seconds, epochs = steps + log["train_steps"], seconds + log["train_seconds"], \
         epochs + settings.epochs
-    routing = train_routing(runner, procedures, bank, ids) if target > 0 else float("nan")
+    value = routing(bank) if target > 0 else float("nan")
     chunk += 1
-    if target <= 0 or routing >= target or epochs + settings.epochs > limit:
+    if target <= 0 or value >= target or epochs + settings.epochs > limit:
       break
   return bank, dict(log, train_steps=steps, train_seconds=seconds, train_epochs=epochs,
-                    train_routing=routing, fitted=bool(target <= 0 or routing >= target))
+                    train_routing=value, fitted=bool(target <= 0 or value >= target))
+
+
+def fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir):
+  """`fit_rows` on the procedures' memory rows, routing measured by `train_routing`."""
+  return fit_rows(runner, memory_rows(runner, procedures, ids), bank0, settings, seed,
+                  ckpt_dir, lambda bank: train_routing(runner, procedures, bank, ids))
 
 
 def _tokmem(runner, procedures, settings, seed, ckpt_dir, *, decoupled):

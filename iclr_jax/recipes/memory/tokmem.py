@@ -100,6 +100,9 @@ def _check_config(config) -> None:
   if config.data.get("kind", "operations") not in ("operations", "requests"):
     raise ConfigError(f"config.data.kind must be 'operations' or 'requests', got "
                       f"{config.data.kind!r}")
+  if config.compose.get("kind", "operations") not in ("operations", "requests"):
+    raise ConfigError(f"config.compose.kind must be 'operations' or 'requests', got "
+                      f"{config.compose.kind!r}")
   if config.train.get("retrieve_from", "names") not in ("names", "train_queries"):
     raise ConfigError(f"config.train.retrieve_from must be 'names' or 'train_queries', got "
                       f"{config.train.retrieve_from!r}")

@@ -1,0 +1,33 @@
+"""TokMem on two-step compositions of requests that do not name their procedures
+(`datasets.requests.request_compositions`): the 20 request edits, each trained on 4 atomic
+examples, plus 60 ordered pairs with 2 examples each in the training phrasings; scored on 20
+held-out pairs with 2 examples each in the held-out phrasings. TokMem and TokMem with the
+paper's first-round adaptation (tokmem_adapted) train until they route >= 95% of their
+training queries (at most 15 epochs), against the query alone, both instructions with
+worked examples (oracle), TF-IDF / BM25 retrieval per step over the training queries, and
+LoRA at >= equal parameters.
+
+Run (2 CPU cores; see docs/memory.md for the time):
+  python experiments/train.py --config=configs/memory/tokmem_requests_compose.py \\
+    --workdir=runs/tokmem_requests_compose
+Smoke: the smoke configuration of configs/memory/tokmem.py, request compositions only.
+"""
+
+from iclr_jax.recipes import common
+from iclr_jax.recipes.memory.tokmem import base_config
+
+
+def get_config(arg=None):
+  c = base_config(common.check_arg("configs/memory/tokmem_requests_compose.py", arg))
+  c.scales, c.continual.rounds = (), 0
+  c.compose.kind = "requests"
+  c.compose.train_templates = 4
+  c.train.fit_routing = 0.95
+  if arg == "smoke":
+    c.train.fit_max_epochs = 2
+    return c
+  c.compose.procedures = 20
+  c.compose.methods = ("query_only", "instruction_fewshot", "tfidf", "bm25", "tokmem",
+                       "tokmem_adapted", "lora")
+  c.train.fit_max_epochs = 15
+  return c
