@@ -1,6 +1,7 @@
 """The KV eviction recipe on a random 2-layer model with SmolLM2's tokenizer: a budget of the
 whole prompt reproduces the full-cache responses for every scorer, the oracle recalls its own
-entries, and the smoke run writes finite rows and resumes without redoing them."""
+entries, the report averages over seeds, and the smoke run (2 seeds) writes finite rows
+and resumes without redoing them."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from iclr_jax.llm import random_pretrained
-from iclr_jax.recipes.kv import eviction
+from iclr_jax.recipes.kv import eviction, eviction_report
 from iclr_jax.recipes.kv import lookahead_training as T
 from iclr_jax.recipes.kv import scoring as S
 from tests.recipes.config_files import smoke_config
@@ -52,7 +53,11 @@ def test_smoke_run_rows_and_resume(tmp_path):
   summary = eviction.train_and_evaluate(config, str(tmp_path))
   rows = [json.loads(line) for line in open(tmp_path / "results.jsonl")]
   assert {r["scorer"] for r in rows} == set(config.scorers)
-  assert len(rows) == len(config.scorers) * (len(config.budgets) + 1)
+  assert config.seeds == 2 and {r["seed"] for r in rows} == {0, 1}
+  assert len(rows) == 2 * len(config.scorers) * (len(config.budgets) + 1)
+  with open(tmp_path / "responses_test.json") as f0, open(tmp_path / "responses_test_s1.json") as f1:
+    assert json.load(f0) != json.load(f1)  # seed 1 has its own prompts
+  assert (tmp_path / "lookahead_s1").is_dir()
   for r in rows:
     assert 0 <= r["recall"] <= 1 and 0 <= r["agreement"] <= 1 and 0 <= r["accuracy"] <= 1
     assert r["lookahead_params"] > 0
@@ -62,4 +67,20 @@ def test_smoke_run_rows_and_resume(tmp_path):
   before = os.path.getsize(tmp_path / "results.jsonl")
   eviction.train_and_evaluate(config, str(tmp_path))
   assert os.path.getsize(tmp_path / "results.jsonl") == before
-  assert summary["oracle@8"]["recall"] == 1
+  assert summary["oracle@8"]["recall"] == 1 and summary["oracle@8"]["seeds"] == 2
+
+
+def test_report_averages_over_seeds(tmp_path):
+  rng = np.random.default_rng(0)
+  rows = [dict(scorer=s, budget="8", budget_tokens=8, seed=k, recall=rng.random(),
+               agreement=rng.random(), accuracy=rng.random(), full_cache_accuracy=0.5)
+          for s in ("snapkv", "lookahead") for k in range(3)]
+  summary = eviction_report.write(str(tmp_path), rows)
+  for s in ("snapkv", "lookahead"):
+    for m in ("recall", "agreement", "accuracy"):
+      vals = np.array([r[m] for r in rows if r["scorer"] == s])
+      assert summary[f"{s}@8"][m] == pytest.approx(vals.mean())
+      assert summary[f"{s}@8"][m + "_std"] == pytest.approx(vals.std())
+    assert summary[f"{s}@8"]["seeds"] == 3
+  table = open(tmp_path / "table.md").read()
+  assert f"{summary['lookahead@8']['recall']:.3f} ± {summary['lookahead@8']['recall_std']:.3f}" in table

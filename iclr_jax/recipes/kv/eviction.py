@@ -9,8 +9,10 @@ PyramidKV, H2O, StreamingLLM, random, a draft-response method and the oracle.
    evicted cache decodes greedily (`scoring.decode_from`). Scores: recall of the oracle's
    kept entries, agreement with the full-cache response (same tokens), task accuracy.
 
-Outputs: results.jsonl (one row per scorer and budget), table.md, summary.json,
-accuracy.png. A killed run resumes: responses and LookaheadKV checkpoints are kept.
+Steps 1-3 run once per seed of `config.seeds` (fresh prompts and a fresh LookaheadKV each).
+Outputs: results.jsonl (one row per scorer, budget and seed), table.md (mean ± std over the
+seeds), summary.json, accuracy.png. A killed run resumes: finished seeds, responses and
+LookaheadKV checkpoints are kept.
 """
 
 from __future__ import annotations
@@ -135,6 +137,45 @@ def _check_config(config):
   unknown = [s for s in config.scorers if s not in SCORERS]
   if unknown:
     raise ConfigError(f"config.scorers: {unknown} not in {list(SCORERS)}")
+  if int(config.get("seeds", 1)) < 1:
+    raise ConfigError(f"config.seeds must be >= 1, got {config.seeds}")
+
+
+def _run_seed(lm, config, workdir: str, seed: int) -> list[dict]:
+  """One seed's rows. Seed s draws its training prompts with data seed `data.seed + 2 s`,
+  its test prompts with the next one, and trains from the first; seed 0 keeps the file
+  names of a single-seed run (responses_*.json, lookahead/), later seeds add `_s<seed>`."""
+  d = config.data
+  data_seed = d.seed + 2 * seed
+  tag = "" if seed == 0 else f"_s{seed}"
+  test_tasks, test_ids = _prompts(lm, config, d.test, data_seed + 1)
+  test_resp = _responses(lm, config, test_ids, os.path.join(workdir,
+                                                            f"responses_test{tag}.json"))
+  full_acc = float(np.mean([answered(t, lm.tokenizer.decode(r)) for t, r in
+                            zip(test_tasks, test_resp)]))
+  trainable, log = None, {}
+  if "lookahead" in config.scorers:
+    t0 = time.time()
+    _, train_ids = _prompts(lm, config, d.train, data_seed)
+    train_resp = _responses(lm, config, train_ids,
+                            os.path.join(workdir, f"responses_train{tag}.json"))
+    examples = T.collect_targets(lm, train_ids, train_resp, width=d.width,
+                                 batch=config.eval_batch_size)
+    trainable = T.train(lm, examples, config.lookahead,
+                        os.path.join(workdir, f"lookahead{tag}"), seed=data_seed)
+    log = {"lookahead_params": T.num_trainable(trainable),
+           "lookahead_train_seconds": time.time() - t0}
+  untrained = None
+  if "lookahead_untrained" in config.scorers:
+    la = config.lookahead
+    untrained = T.init_trainable(jax.random.key(data_seed), lm.params,
+                                 num_lookahead=la.num_lookahead, rank=la.lora_rank)
+  t0 = time.time()
+  acc, budgets = _evaluate(lm, config, test_tasks, test_ids, test_resp, trainable, untrained)
+  return [dict(scorer=scorer, budget=name, seed=seed, budget_tokens=budgets[name][2],
+               full_cache_accuracy=full_acc, eval_seconds=time.time() - t0,
+               **{k: float(np.mean(v)) for k, v in cell.items()}, **log)
+          for (scorer, name), cell in acc.items()]
 
 
 def train_and_evaluate(config, workdir: str):
@@ -142,37 +183,11 @@ def train_and_evaluate(config, workdir: str):
                             check=_check_config)
   lm = common.language_model(config)
   start = time.time()
-  if not study.done(scorer=config.scorers[0], budget=str(config.budgets[0]), seed=0):
-    d = config.data
-    test_tasks, test_ids = _prompts(lm, config, d.test, d.seed + 1)
-    test_resp = _responses(lm, config, test_ids, os.path.join(workdir, "responses_test.json"))
-    full_acc = float(np.mean([answered(t, lm.tokenizer.decode(r)) for t, r in
-                              zip(test_tasks, test_resp)]))
-    trainable, log = None, {}
-    if "lookahead" in config.scorers:
-      t0 = time.time()
-      _, train_ids = _prompts(lm, config, d.train, d.seed)
-      train_resp = _responses(lm, config, train_ids,
-                              os.path.join(workdir, "responses_train.json"))
-      examples = T.collect_targets(lm, train_ids, train_resp, width=d.width,
-                                   batch=config.eval_batch_size)
-      trainable = T.train(lm, examples, config.lookahead, os.path.join(workdir, "lookahead"),
-                          seed=d.seed)
-      log = {"lookahead_params": T.num_trainable(trainable),
-             "lookahead_train_seconds": time.time() - t0}
-    untrained = None
-    if "lookahead_untrained" in config.scorers:
-      la = config.lookahead
-      untrained = T.init_trainable(jax.random.key(d.seed), lm.params,
-                                   num_lookahead=la.num_lookahead, rank=la.lora_rank)
-    t0 = time.time()
-    acc, budgets = _evaluate(lm, config, test_tasks, test_ids, test_resp, trainable,
-                             untrained)
-    rows = [dict(scorer=scorer, budget=name, seed=0, budget_tokens=budgets[name][2],
-                 full_cache_accuracy=full_acc, eval_seconds=time.time() - t0,
-                 **{k: float(np.mean(v)) for k, v in cell.items()}, **log)
-            for (scorer, name), cell in acc.items()]
-    study.record(rows)
+  for seed in range(config.get("seeds", 1)):
+    if study.done(scorer=config.scorers[0], budget=str(config.budgets[0]), seed=seed):
+      continue
+    study.record(_run_seed(lm, config, workdir, seed))
+    logging.info("seed %d done in %.0f s", seed, time.time() - start)
   summary = eviction_report.write(workdir, study.rows)
   summary["seconds_this_run"] = time.time() - start
   return summary
