@@ -1,11 +1,13 @@
 """TokMem on two-step compositions of requests that do not name their procedures
-(`datasets.requests.request_compositions`): the 20 request edits, each trained on 4 atomic
-examples, plus 60 ordered pairs with 2 examples each in the training phrasings; scored on 20
-held-out pairs with 2 examples each in the held-out phrasings. TokMem and TokMem with the
-paper's first-round adaptation (tokmem_adapted) train until they route >= 95% of their
-training queries (at most 15 epochs), against the query alone, both instructions with
-worked examples (oracle), TF-IDF / BM25 retrieval per step over the training queries, and
-LoRA at >= equal parameters.
+(`datasets.requests.request_compositions`): 12 of the request edits (the wraps, the bullet,
+the prefixes and the suffixes, whose compositions are well defined on any text), each
+trained on 4 atomic examples, plus 60 ordered pairs with 2 examples each in the training
+phrasings; scored on 20 held-out pairs with 2 examples each in the held-out phrasings.
+TokMem and TokMem with the paper's first-round adaptation (tokmem_adapted) train until they
+route >= 95% of their training queries (at most 15 epochs), against the query alone, both
+instructions with worked examples in one prompt, the chained oracle (one instruction prompt
+per step: the ceiling the model reaches with prompts), the same chain with TF-IDF retrieval
+per step over the training queries, and LoRA at >= equal parameters.
 
 Run (2 CPU cores; see docs/memory.md for the time):
   python experiments/train.py --config=configs/memory/tokmem_requests_compose.py \\
@@ -15,6 +17,10 @@ Smoke: the smoke configuration of configs/memory/tokmem.py, request compositions
 
 from iclr_jax.recipes import common
 from iclr_jax.recipes.memory.tokmem import base_config
+
+DECORATIONS = ("wrap quotes", "wrap brackets", "wrap parentheses", "wrap stars", "bullet",
+               "prefix reminder", "prefix question", "prefix idea", "prefix warning",
+               "suffix please", "suffix thanks", "suffix now")
 
 
 def get_config(arg=None):
@@ -26,8 +32,9 @@ def get_config(arg=None):
   if arg == "smoke":
     c.train.fit_max_epochs = 2
     return c
-  c.compose.procedures = 20
-  c.compose.methods = ("query_only", "instruction_fewshot", "tfidf", "bm25", "tokmem",
-                       "tokmem_adapted", "lora")
+  c.compose.procedures = len(DECORATIONS)
+  c.compose.names = DECORATIONS
+  c.compose.methods = ("query_only", "instruction_fewshot", "instruction_chained",
+                       "tfidf_chained", "tokmem", "tokmem_adapted", "lora")
   c.train.fit_max_epochs = 15
   return c

@@ -192,16 +192,31 @@ REQUESTS = (
 )
 
 
+def _chosen(num: int, names, low: int) -> tuple[Request, ...]:
+  """REQUESTS[:num], or the `num` requests named first in `names` (in that order)."""
+  pool = REQUESTS
+  if names is not None:
+    by_name = {r.name: r for r in REQUESTS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown or len(set(names)) != len(names):
+      raise ValueError(f"names must be distinct request names from {sorted(by_name)}, got "
+                       f"{list(names)!r}")
+    pool = tuple(by_name[n] for n in names)
+  if not isinstance(num, int) or not low <= num <= len(pool):
+    raise ValueError(f"num must be an int in [{low}, {len(pool)}] (request procedures), got "
+                     f"{num!r}")
+  return pool[:num]
+
+
 def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
-                train_templates: int = 4):
-  """The first `num` request procedures, each with `num_train` training and `num_test` test
-  examples on fresh inputs: a training example uses one of its first `train_templates`
-  phrasings, a test example one of the others (drawn in turn, seeded).
+                train_templates: int = 4, names=None):
+  """The first `num` request procedures (of `names`, when given), each with `num_train`
+  training and `num_test` test examples on fresh inputs: a training example uses one of its
+  first `train_templates` phrasings, a test example one of the others (drawn in turn,
+  seeded).
 
   Returns `datasets.procedures.Procedure`s whose examples are (full query, answer)."""
-  if not isinstance(num, int) or not 1 <= num <= len(REQUESTS):
-    raise ValueError(f"num must be an int in [1, {len(REQUESTS)}] (request procedures), got "
-                     f"{num!r}")
+  chosen = _chosen(num, names, 1)
   if num_train < 1 or num_test < 0:
     raise ValueError(f"num_train must be >= 1 and num_test >= 0, got {num_train}, {num_test}")
   if not 1 <= train_templates < min(len(r.templates) for r in REQUESTS):
@@ -209,7 +224,7 @@ def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
                      f"{min(len(r.templates) for r in REQUESTS) - 1}], got {train_templates}")
   rng = np.random.default_rng([seed, 3])
   out = []
-  for r in REQUESTS[:num]:
+  for r in chosen:
     inputs = distinct_phrases(rng, num_train + num_test)
     train_t, test_t = r.templates[:train_templates], r.templates[train_templates:]
     t0, t1 = int(rng.integers(len(train_t))), int(rng.integers(len(test_t)))
@@ -229,17 +244,16 @@ def _second_request(template: str) -> str:
 
 def request_compositions(num: int, *, num_train_pairs: int, num_test_pairs: int,
                          num_train: int, num_test: int, seed: int = 0,
-                         train_templates: int = 4) -> tuple[list[Composition],
-                                                            list[Composition]]:
-  """Two-step compositions of the first `num` requests: (training pairs, held-out pairs) of
+                         train_templates: int = 4, names=None
+                         ) -> tuple[list[Composition], list[Composition]]:
+  """Two-step compositions of the first `num` requests (of `names`, when given; indices in
+  the compositions are into that list): (training pairs, held-out pairs) of
   ordered pairs (i, j), i != j, drawn without replacement (seeded), so no held-out pair is
   trained on. A query is request i's phrasing with the input, SEPARATOR, then request j's
   phrasing; training pairs use the first `train_templates` phrasings of each request, held-
   out pairs the others, on fresh inputs. Examples are (query, (edit i of the input, edit j
   of that)); the `Composition`s are verbatim, so `query` returns the example's query."""
-  if not isinstance(num, int) or not 2 <= num <= len(REQUESTS):
-    raise ValueError(f"num must be an int in [2, {len(REQUESTS)}] (request procedures), got "
-                     f"{num!r}")
+  chosen = _chosen(num, names, 2)
   pairs = [(i, j) for i in range(num) for j in range(num) if i != j]
   if num_train_pairs < 0 or num_test_pairs < 1 or num_train_pairs + num_test_pairs > len(pairs):
     raise ValueError(f"num_train_pairs + num_test_pairs must be <= {len(pairs)} ordered pairs "
@@ -256,7 +270,7 @@ def request_compositions(num: int, *, num_train_pairs: int, num_test_pairs: int,
 
   def make(k, count, held_out):
     i, j = pairs[order[k]]
-    first, second = REQUESTS[i], REQUESTS[j]
+    first, second = chosen[i], chosen[j]
     phrasings = lambda r: r.templates[train_templates:] if held_out else \
         r.templates[:train_templates]
     out = []

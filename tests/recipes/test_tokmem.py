@@ -267,3 +267,55 @@ def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(r
   assert log["train_routing"] == pytest.approx(_exact_routes(runner, train, bank, ids))
   out = C.tokmem(runner, procedures, train, test, settings, 0, str(tmp_path / "unit"))
   assert out["train_epochs"] == 2 and 0 <= out["routing_accuracy"] <= 1
+
+
+class _ScriptedRunner:
+  """encode/decode as identity on strings; generate answers each prompt with `reply`."""
+
+  def __init__(self, reply):
+    self.reply, self.prompts = reply, []
+
+  def encode(self, text):
+    return text
+
+  def decode(self, out):
+    return out
+
+  def generate(self, prompts):
+    self.prompts.append(prompts)
+    return [self.reply(p) for p in prompts]
+
+
+def test_chained_prompting_feeds_the_first_result_to_the_second_step():
+  """The chained oracle prompts each step with its own procedure's instruction and examples,
+  the second step on the first step's reply (its first line), and scores the two lines;
+  with retrieval the routes are the per-half retrieved ones."""
+  c = smoke_config("tokmem_requests_compose").compose
+  c.update(procedures=4, num_atomic=2, train_pairs=4, test_pairs=2, num_train=1, num_test=2)
+  procedures, train, test = C.data(c)
+  settings = smoke_config("tokmem_requests_compose").train
+
+  answers = {}  # each step's exact user turn -> the right reply, then a stray line
+  for route, q, steps in test:
+    q1, q2 = C._step_queries(procedures, q)
+    answers[(route[0], q1)] = steps[0] + "\nextra line"
+    answers[(route[1], q2.format(text=steps[0]))] = steps[1] + "\nextra line"
+
+  def reply(prompt):
+    query = prompt.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+    (i,) = [i for i, p in enumerate(procedures) if p.instruction in prompt.split("<|im_end|>")[0]]
+    return answers.get((i, query), "wrong")
+  runner = _ScriptedRunner(reply)
+  out = C.instruction_chained(runner, procedures, train, test, settings, 0, None)
+  first_prompts, second_prompts = runner.prompts
+  for (route, q, steps), p1, p2 in zip(test, first_prompts, second_prompts):
+    assert procedures[route[0]].instruction in p1 and procedures[route[1]].instruction in p2
+    assert q.split(SEPARATOR)[0] in p1 and f": {steps[0]}<|im_end|>" in p2
+  # the stray line of the first reply is cut; the second reply is scored as it is
+  assert out["final_exact_match"] == 0.0 and out["rouge_l"] > 0.5
+  answers = {k: v.split("\n")[0] for k, v in answers.items()}
+  out = C.instruction_chained(runner, procedures, train, test, settings, 0, None)
+  assert out["exact_match"] == out["final_exact_match"] == 1.0
+  assert C._step_queries(procedure_set(3, num_train=1, num_test=0, max_ops=1),
+                         "reverse words then sort words: a b") == ("reverse words: a b",
+                                                                   "sort words: {text}")

@@ -13,6 +13,11 @@ Scores: exact match of the two-line response, exact match of its last line (the 
 result), ROUGE-L of the response, and routing: TokMem emits exactly (m_i, m_j); retrieval
 finds procedure i for the query's first half and j for its second (the query split at
 " then ", one retrieval per step); `first_step_routing` counts the first step alone.
+
+`instruction_chained` is the prompt-based ceiling the 135M model can reach: it calls the
+model twice per query, each time with one procedure's instruction and examples, the second
+time on the first result (`tfidf_chained`: the procedures retrieved per step). A single
+prompt with both instructions (`instruction_fewshot`) is also scored.
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ def _target(steps) -> str:
 
 
 def score(runner, outputs, test: list[Task], *, routes=None) -> dict:
-  texts = [runner.decode(o) for o in outputs]
+  return score_texts([runner.decode(o) for o in outputs], test, routes=routes)
+
+
+def score_texts(texts: list[str], test: list[Task], *, routes=None) -> dict:
   last = [t.strip().split("\n")[-1] for t in texts]
   out = {"exact_match": float(np.mean([P.exact_match(p, _target(s))
                                        for p, (*_, s) in zip(texts, test)])),
@@ -108,6 +116,51 @@ def _prompt_method(runner, procedures, train, test, settings, *, instruction, sh
   metrics = score(runner, out, test, routes=routes if retriever else None)
   return dict(metrics, trainable_params=0, eval_seconds=time.time() - start,
               prompt_tokens=float(np.mean([len(p) for p in prompts])))
+
+
+def _step_queries(procedures, query: str) -> tuple[str, str]:
+  """(the first step's query, the second's with '{text}' where the first result goes)."""
+  if procedures[0].verbatim:
+    first, second = query.split(SEPARATOR)
+    return first, second.rstrip(".") + ": {text}"
+  names, text = query.split(": ", 1)
+  first, second = names.split(" then ")
+  return f"{first}: {text}", second + ": {text}"
+
+
+def _chained(runner, procedures, test, settings, *, retriever=None):
+  """Two calls per query, each an atomic instruction prompt (the procedure's instruction in
+  a system turn and `settings.shots` of its training examples): the first step's procedure
+  on the first step's query, then the second's on its query filled with the first result
+  (its first line). The routes are the true ones, or retrieved per step."""
+  routes = ([t[0] for t in test] if retriever is None else
+            _retrieve_routes(retriever, procedures, [q for _, q, _ in test]))
+  queries = [_step_queries(procedures, q) for _, q, _ in test]
+
+  def prompt(i, query):
+    p = procedures[i]
+    return runner.encode(P.chat_prompt(query, instruction=p.instruction,
+                                       demos=[(p.query(x), y) for x, y in
+                                              p.train[:settings.shots]]))
+  start = time.time()
+  prompts1 = [prompt(r[0], q1) for r, (q1, _) in zip(routes, queries)]
+  firsts = [runner.decode(o).strip().split("\n")[0] for o in runner.generate(prompts1)]
+  prompts2 = [prompt(r[1], q2.format(text=f)) for r, (_, q2), f in
+              zip(routes, queries, firsts)]
+  seconds = [runner.decode(o).strip() for o in runner.generate(prompts2)]
+  metrics = score_texts([f"{a}\n{b}" for a, b in zip(firsts, seconds)], test,
+                        routes=None if retriever is None else routes)
+  return dict(metrics, trainable_params=0, eval_seconds=time.time() - start,
+              prompt_tokens=float(np.mean([len(a) + len(b) for a, b in
+                                           zip(prompts1, prompts2)])))
+
+
+def instruction_chained(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _chained(runner, procedures, test, settings)
+
+
+def tfidf_chained(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _chained(runner, procedures, test, settings, retriever="tfidf")
 
 
 def query_only(runner, procedures, train, test, settings, seed, ckpt_dir):
@@ -225,22 +278,26 @@ def lora(runner, procedures, train, test, settings, seed, ckpt_dir):
               prompt_tokens=float(np.mean([len(p) for p in prompts])), **log)
 
 
-METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25, tokmem,
-                                   tokmem_adapted, lora)}
+METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25,
+                                   instruction_chained, tfidf_chained, tokmem, tokmem_adapted,
+                                   lora)}
 
 
 def data(c):
   """(procedures, training tasks, held-out tasks) of the `compose` config section:
   `c.kind` 'operations' (named procedures, `datasets.procedures`) or 'requests'
-  (`datasets.requests`: queries that name nothing, held-out phrasings in the test pairs)."""
+  (`datasets.requests`: queries that name nothing, held-out phrasings in the test pairs;
+  `c.names` picks which requests, in order)."""
   kind = c.get("kind", "operations")
   if kind == "requests":
-    t = c.get("train_templates", 4)
+    t, names = c.get("train_templates", 4), c.get("names")
+    names = None if names is None else tuple(names)
     procedures = request_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
-                             train_templates=t)
+                             train_templates=t, names=names)
     train, test = request_compositions(
         c.procedures, num_train_pairs=c.train_pairs, num_test_pairs=c.test_pairs,
-        num_train=c.num_train, num_test=c.num_test, seed=c.seed, train_templates=t)
+        num_train=c.num_train, num_test=c.num_test, seed=c.seed, train_templates=t,
+        names=names)
   elif kind == "operations":
     procedures = procedure_set(c.procedures, num_train=c.num_atomic, num_test=0, seed=c.seed,
                                max_ops=c.max_ops)
