@@ -31,18 +31,21 @@ def get_config(arg=None):
   c.proposal_temperature = 0.8
   c.demos = 3
   # GRPO on a rank-8 LoRA of q/k/v: 4 prompts x 4 samples per step (12 steps in 200 rollouts)
+  # grpo_lora_long: GRPO with long_ratio x the budget (the paper's ~35x), scored at
+  # long_checkpoints (fractions of its steps: 1x, 5x and 35x the budget)
   c.grpo = dict(group=4, prompts_per_step=4, lr=5e-4, rank=8, alpha=16.0, temperature=1.0,
-                checkpoints=(0.5, 1.0))
+                checkpoints=(0.5, 1.0), long_ratio=35, long_checkpoints=(1 / 35, 5 / 35, 1.0))
   if smoke:
     c.random_model_sizes = dict(num_layers=2, d_model=64, num_heads=4, num_kv_heads=2,
                                 mlp_hidden=128)
     c.tasks = ("units",)
     # best_of_n and gepa_oracle differ from these only in parts tested on their own
-    c.methods = ("seed", "gepa", "fewshot", "grpo_lora")
+    c.methods = ("seed", "gepa", "fewshot", "grpo_lora", "grpo_lora_long")
     c.data = dict(n_train=3, n_val=2, n_test=2, seed=0)
     c.budget = 16
     c.max_new_tokens = 4
     c.reflection_tokens = 8
     c.batch_size = 4
-    c.grpo.update(group=2, prompts_per_step=2, rank=2)
+    c.grpo.update(group=2, prompts_per_step=2, rank=2, long_ratio=2,
+                  long_checkpoints=(0.5, 1.0))
   return c

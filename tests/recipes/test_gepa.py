@@ -30,7 +30,11 @@ def test_smoke_run_rows_and_resume(tmp_path):
   assert [r["method"] for r in rows] == list(config.methods)
   for r in rows:
     assert 0 <= r["val"] <= 1 and 0 <= r["test"] <= 1
-    assert r["rollouts"] <= config.budget and r["curve"][-1][2] == r["test"]
+    assert r["rollouts"] <= r["budget"] and r["curve"][-1][2] == r["test"]
+  long = next(r for r in rows if r["method"] == "grpo_lora_long")
+  assert long["budget"] == long["rollouts"] == 2 * config.budget  # long_ratio 2 in smoke
+  assert [p[0] for p in long["curve"]] == [config.budget, 2 * config.budget]
+  assert all(r["budget"] == config.budget for r in rows if r["method"] != "grpo_lora_long")
   assert next(r for r in rows if r["method"] == "seed")["rollouts"] == config.data.n_val
   for name in ("table.md", "summary.json", "rollouts.png"):
     assert os.path.getsize(tmp_path / name) > 0

@@ -103,7 +103,17 @@ METHODS = {
 
 # methods that train weights rather than texts: (lm, task, config, seed, unit_dir,
 # instruction) -> the study row
-WEIGHT_METHODS = {"grpo_lora": grpo_lora.run}
+def _grpo_long(lm, task, config, seed, unit_dir, instruction):
+  """GRPO-LoRA with `config.grpo.long_ratio` times the prompt optimisers' budget (the
+  paper's comparison: GRPO at ~35x GEPA's rollouts), scored at `config.grpo.long_checkpoints`
+  (fractions of its steps)."""
+  g = config.grpo
+  return grpo_lora.run(lm, task, config, seed, unit_dir, instruction,
+                       budget=int(round(config.budget * g.get("long_ratio", 35))),
+                       checkpoints=g.get("long_checkpoints", (1 / 35, 5 / 35, 1.0)))
+
+
+WEIGHT_METHODS = {"grpo_lora": grpo_lora.run, "grpo_lora_long": _grpo_long}
 
 
 def _test_curve(adapter, task, result):
@@ -166,7 +176,8 @@ def train_and_evaluate(config, workdir: str):
           continue
         unit_dir = os.path.join(workdir, "units", f"{name}_{method}_{seed}")
         row = _unit(lm, task, method, seed, config, unit_dir)
-        study.record([dict(task=name, method=method, seed=seed, budget=config.budget, **row)])
+        study.record([dict(task=name, method=method, seed=seed,
+                           budget=row.pop("budget", config.budget), **row)])
         logging.info("%s %s seed %d: val %.3f test %.3f, %d rollouts, %.0f s", name, method,
                      seed, row["val"], row["test"], row["rollouts"], row["unit_seconds"])
   return gepa_report.write(workdir, study.rows)

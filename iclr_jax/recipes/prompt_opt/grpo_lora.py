@@ -94,13 +94,18 @@ def _save(unit_dir, state):
                  dict(step=state["step"], curve=state["curve"], rewards=state["rewards"]))
 
 
-def run(lm, task, config, seed: int, unit_dir: str, instruction: str) -> dict:
-  """Trains and scores one GRPO-LoRA unit; returns the study row (curve as in gepa.py)."""
+def run(lm, task, config, seed: int, unit_dir: str, instruction: str, *,
+        budget: int | None = None, checkpoints=None) -> dict:
+  """Trains and scores one GRPO-LoRA unit of `budget` rollouts (default `config.budget`),
+  scored at `checkpoints` (fractions of its steps; default `config.grpo.checkpoints`);
+  returns the study row (curve as in gepa.py, and the budget it had)."""
   g = config.grpo
+  budget = config.budget if budget is None else int(budget)
+  checkpoints = g.checkpoints if checkpoints is None else tuple(checkpoints)
   per_step = g.group * g.prompts_per_step
-  steps = config.budget // per_step
+  steps = budget // per_step
   if steps < 1:
-    raise ValueError(f"budget {config.budget} is below one GRPO step ({per_step} rollouts)")
+    raise ValueError(f"budget {budget} is below one GRPO step ({per_step} rollouts)")
   os.makedirs(unit_dir, exist_ok=True)
   optimizer = optax.adam(g.lr)
   step_fn = make_step(lm.functions, optimizer, alpha=g.alpha)
@@ -115,7 +120,7 @@ def run(lm, task, config, seed: int, unit_dir: str, instruction: str) -> dict:
                + config.max_new_tokens) // 32) * 32
   order = np.random.default_rng(seed).permutation(
       np.resize(np.arange(len(task.train)), steps * g.prompts_per_step))
-  marks = sorted({max(1, round(f * steps)) for f in g.checkpoints})
+  marks = sorted({max(1, round(f * steps)) for f in checkpoints})
   while state["step"] < steps:
     k = state["step"]
     exs = [task.train[i] for i in order[k * g.prompts_per_step:(k + 1) * g.prompts_per_step]]
@@ -138,7 +143,7 @@ def run(lm, task, config, seed: int, unit_dir: str, instruction: str) -> dict:
       state["curve"].append(_score(lm, task, config, state["adapters"], instruction,
                                    state["step"] * per_step))
     _save(unit_dir, state)
-  return dict(val=state["curve"][-1][1], test=state["curve"][-1][2],
+  return dict(val=state["curve"][-1][1], test=state["curve"][-1][2], budget=budget,
               rollouts=steps * per_step, candidates=1, curve=state["curve"],
               best_instruction=instruction, train_reward=state["rewards"],
               trainable_params=lora_num_params(state["adapters"]))
