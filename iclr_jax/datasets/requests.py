@@ -281,12 +281,13 @@ def request_compositions(num: int, *, num_train_pairs: int, num_test_pairs: int,
       out.append((t1.format(text=x) + SEPARATOR + _second_request(t2), (mid, second.fn(mid))))
     return (i, j), tuple(out)
 
-  train = []
-  for k in range(num_train_pairs):
-    (i, j), examples = make(k, num_train, False)
-    train.append(Composition(i, j, train=examples, test=(), verbatim=True))
-  test = []
-  for k in range(num_train_pairs, num_train_pairs + num_test_pairs):
-    (i, j), examples = make(k, num_test, True)
-    test.append(Composition(i, j, train=(), test=examples, verbatim=True))
-  return train, test
+  def pairs_of(ks, count, held_out):
+    out = []
+    for k in ks:
+      (i, j), examples = make(k, count, held_out)
+      out.append(Composition(i, j, train=() if held_out else examples,
+                             test=examples if held_out else (), verbatim=True))
+    return out
+
+  return (pairs_of(range(num_train_pairs), num_train, False),
+          pairs_of(range(num_train_pairs, num_train_pairs + num_test_pairs), num_test, True))

@@ -63,6 +63,37 @@ def grid_position_encoding(frames: int, joints: int, dim: int) -> jax.Array:
                           jnp.broadcast_to(joint[None], (frames, joints, dim - half))], -1)
 
 
+def checked_adjacency(layout: JointLayout, domains) -> np.ndarray:
+  """The layout's adjacency [J, J], after checking it and `domains` (a model's arguments)."""
+  unknown = set(domains) - set(DOMAINS)
+  if not domains or unknown:
+    raise ValueError(f"domains must be a non-empty subset of {DOMAINS}, got {domains!r}")
+  adjacency = np.asarray(layout.adjacency)
+  if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
+    raise ValueError(f"layout.adjacency must be square [J, J], got shape {adjacency.shape}")
+  return adjacency
+
+
+def to_patches(layout: JointLayout, x: jax.Array, patch: int) -> jax.Array:
+  """Features [b, T, F] -> per-joint tokens [b, ceil(T / patch), J, patch * channels]
+  (the last patch zero-padded)."""
+  b, frames = x.shape[:2]
+  if frames < patch:
+    raise ValueError(f"a motion needs at least patch={patch} frames, got {frames}")
+  j = layout.to_joints(x)  # [b, T, J, C]
+  j = jnp.pad(j, ((0, 0), (0, -frames % patch), (0, 0), (0, 0)))
+  steps, joints = j.shape[1] // patch, j.shape[2]
+  j = j.reshape(b, steps, patch, joints, layout.channels).transpose(0, 1, 3, 2, 4)
+  return j.reshape(b, steps, joints, -1)
+
+
+def from_patches(layout: JointLayout, y: jax.Array, patch: int, frames: int) -> jax.Array:
+  """The inverse of `to_patches`: [b, S, J, patch * channels] -> features [b, frames, F]."""
+  b, s, joints, _ = y.shape
+  y = y.reshape(b, s, joints, patch, layout.channels).transpose(0, 1, 3, 2, 4)
+  return layout.from_joints(y.reshape(b, s * patch, joints, layout.channels)[:, :frames])
+
+
 class SqueezeExcite(nnx.Module):
   """Channel weights in (0, 1) [b, d] from features pooled over positions [b, d]."""
 
@@ -224,13 +255,8 @@ class TriCMotion(nnx.Module):
                num_heads: int, rngs: nnx.Rngs, patch: int = 4, gcn_layers: int = 3,
                domains: tuple[str, ...] = DOMAINS, fusion_scores: bool = True,
                mlp_ratio: float = 2.0):
-    unknown = set(domains) - set(DOMAINS)
-    if not domains or unknown:
-      raise ValueError(f"domains must be a non-empty subset of {DOMAINS}, got {domains!r}")
-    adjacency = np.asarray(layout.adjacency)
-    if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
-      raise ValueError(f"layout.adjacency must be square [J, J], got shape {adjacency.shape}")
-    self.to_joints, self.from_joints = layout.to_joints, layout.from_joints
+    adjacency = checked_adjacency(layout, domains)
+    self.layout = layout._replace(adjacency=None)  # the functions only; blocks hold Â
     self.patch, self.d_model, self.channels = int(patch), d_model, int(layout.channels)
     self.inp = nnx.Linear(self.patch * self.channels, d_model, rngs=rngs)
     self.time = TimeEmbedding(d_model, rngs=rngs)
@@ -243,24 +269,14 @@ class TriCMotion(nnx.Module):
     self.out = nnx.Linear(d_model, self.patch * self.channels, rngs=rngs)
 
   def _tokens(self, x, t):
-    b, frames = x.shape[:2]
-    if frames < self.patch:
-      raise ValueError(f"a motion needs at least patch={self.patch} frames, got {frames}")
-    j = self.to_joints(x)  # [b, T, J, C]
-    pad = -frames % self.patch
-    j = jnp.pad(j, ((0, 0), (0, pad), (0, 0), (0, 0)))
-    steps = j.shape[1] // self.patch
-    j = j.reshape(b, steps, self.patch, j.shape[2], self.channels).transpose(0, 1, 3, 2, 4)
-    h = self.inp(j.reshape(b, steps, j.shape[2], -1))
+    h = self.inp(to_patches(self.layout, x, self.patch))
+    b, steps = h.shape[:2]
     h = h + grid_position_encoding(steps, h.shape[2], self.d_model).astype(h.dtype)
     time = jnp.broadcast_to(self.time(t)[:, None, None], (b, 1, h.shape[2], self.d_model))
     return jnp.concatenate([time, h], axis=1)
 
   def _read(self, h, frames):
-    b, s, joints, _ = h.shape
-    y = self.out(self.norm(h[:, 1:])).reshape(b, s - 1, joints, self.patch, self.channels)
-    y = y.transpose(0, 1, 3, 2, 4).reshape(b, (s - 1) * self.patch, joints, self.channels)
-    return self.from_joints(y[:, :frames])
+    return from_patches(self.layout, self.out(self.norm(h[:, 1:])), self.patch, frames)
 
   def __call__(self, x, t, text, text_lengths, lengths, *, counterfactual: bool = False):
     frames = x.shape[1]

@@ -45,8 +45,8 @@ from flax import nnx
 from iclr_jax.wavelet import haar_dwt, haar_idwt
 from iclr_jax.nn.motion_transformer import TimeEmbedding
 from iclr_jax.nn.transformer import MLP, SelfAttention
-from iclr_jax.nn.tric_motion import DOMAINS, CrossAttention, JointLayout, \
-    grid_position_encoding
+from iclr_jax.nn.tric_motion import (DOMAINS, CrossAttention, JointLayout, checked_adjacency,
+                                    from_patches, grid_position_encoding, to_patches)
 
 
 def _gelu(x):
@@ -271,13 +271,8 @@ class PublishedTriCMotion(nnx.Module):
                num_heads: int, rngs: nnx.Rngs, patch: int = 4, gcn_layers: int = 3,
                domains: tuple[str, ...] = DOMAINS, fusion_scores: bool = True,
                mlp_ratio: float = 2.0):
-    unknown = set(domains) - set(DOMAINS)
-    if not domains or unknown:
-      raise ValueError(f"domains must be a non-empty subset of {DOMAINS}, got {domains!r}")
-    adjacency = np.asarray(layout.adjacency)
-    if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
-      raise ValueError(f"layout.adjacency must be square [J, J], got shape {adjacency.shape}")
-    self.to_joints, self.from_joints = layout.to_joints, layout.from_joints
+    adjacency = checked_adjacency(layout, domains)
+    self.layout = layout._replace(adjacency=None)  # the functions only; blocks hold Â
     self.patch, self.d_model, self.channels = int(patch), d_model, int(layout.channels)
     readout = self.patch * self.channels
     self.inp = nnx.Linear(readout, d_model, rngs=rngs)
@@ -291,22 +286,14 @@ class PublishedTriCMotion(nnx.Module):
     self.out = nnx.Linear(d_model, readout, rngs=rngs)
 
   def _tokens(self, x, time):
-    b, frames = x.shape[:2]
-    if frames < self.patch:
-      raise ValueError(f"a motion needs at least patch={self.patch} frames, got {frames}")
-    j = self.to_joints(x)  # [b, T, J, C]
-    j = jnp.pad(j, ((0, 0), (0, -frames % self.patch), (0, 0), (0, 0)))
-    steps = j.shape[1] // self.patch
-    j = j.reshape(b, steps, self.patch, j.shape[2], self.channels).transpose(0, 1, 3, 2, 4)
-    h = self.inp(j.reshape(b, steps, j.shape[2], -1))
+    h = self.inp(to_patches(self.layout, x, self.patch))
+    b, steps = h.shape[:2]
     h = jnp.concatenate([jnp.broadcast_to(time[:, None, None], (b, 1) + h.shape[2:]), h], 1)
     return h + grid_position_encoding(steps + 1, h.shape[2], self.d_model).astype(h.dtype)
 
   def _frames(self, y, frames):
     """[b, T', J, patch * C] -> features [b, frames, F]."""
-    b, s, joints, _ = y.shape
-    y = y.reshape(b, s, joints, self.patch, self.channels).transpose(0, 1, 3, 2, 4)
-    return self.from_joints(y.reshape(b, s * self.patch, joints, self.channels)[:, :frames])
+    return from_patches(self.layout, y, self.patch, frames)
 
   def __call__(self, x, t, text, text_lengths, lengths, *, counterfactual: bool = False):
     frames = x.shape[1]
