@@ -196,10 +196,14 @@ def test_a_hostile_gguf_header_is_refused_before_reading(tmp_path, header, match
     load_pretrained(str(path))
 
 
-def test_requests_in_one_max_new_tokens_bucket_compile_once(smollm):
+def test_requests_in_one_max_new_tokens_bucket_compile_once():
   """max_new_tokens is bucketed (powers of two >= 16) and temperature / top_p are traced:
-  a chat session's varied requests reuse one compiled decoder per bucket and mode."""
+  a chat session's varied requests reuse one compiled decoder per bucket and mode (on a
+  small random model of SmolLM2's architecture: the caching does not depend on the size)."""
+  from iclr_jax.llm import random_pretrained  # pylint: disable=import-outside-toplevel
   from iclr_jax.llm.model import PretrainedLM  # pylint: disable=import-outside-toplevel
+  smollm = random_pretrained(num_layers=2, d_model=64, num_heads=4, num_kv_heads=2,
+                             mlp_hidden=128)
   prompt = [smollm.tokenizer.encode("The capital of France is")]
   first = smollm.generate_ids(prompt, max_new_tokens=20, stop_ids=())
   size = PretrainedLM._decode._cache_size()

@@ -28,6 +28,7 @@ def smoke_run(repo_root, tmp_path_factory):
   return config, workdir, conflictscope.train_and_evaluate(config, workdir)
 
 
+@pytest.mark.slow  # the study end to end (50 s)
 def test_scripted_rankings_are_recovered_exactly(smoke_run):
   config, workdir, claims = smoke_run
   for mode in config.modes:
@@ -47,6 +48,7 @@ def test_scripted_rankings_are_recovered_exactly(smoke_run):
   assert len(saved["scenarios"]["template"]) == config.num_template
 
 
+@pytest.mark.slow  # the study end to end
 def test_a_restart_resumes_and_other_settings_are_refused(smoke_run, repo_root):
   config, workdir, claims = smoke_run
   before = len(Study(workdir, key=conflictscope.STUDY_KEY).rows)

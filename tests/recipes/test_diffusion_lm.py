@@ -128,8 +128,11 @@ def test_unknown_algorithm():
     diffusion_lm.DiffusionLM(config, 40)
 
 
-@pytest.mark.parametrize("algo,loss", [("duo_pp", "curriculum_loss"), ("duo", "curriculum_loss"),
-                                       ("duo", "discrete_loss"), ("mdlm", "discrete_loss")])
+@pytest.mark.parametrize("algo,loss", [
+    ("duo_pp", "curriculum_loss"), ("mdlm", "discrete_loss"),
+    # the same two losses through Duo's model: slow only for time (about 20 s each)
+    pytest.param("duo", "curriculum_loss", marks=pytest.mark.slow),
+    pytest.param("duo", "discrete_loss", marks=pytest.mark.slow)])
 def test_chunked_head_gives_the_same_loss_and_gradient(algo, loss):
   config = diffusion_lm.base_config(algo, "smoke")
   plain = diffusion_lm.DiffusionLM(config, 40)

@@ -4,6 +4,8 @@
 import json
 import os
 
+import pytest
+
 from iclr_jax.datasets.prompt_tasks import prompt_task
 from iclr_jax.recipes.prompt_opt import gepa
 from tests.recipes.config_files import smoke_config
@@ -23,6 +25,7 @@ def test_oracle_reflector_appends_the_hints_of_the_failures_once():
   assert reflect({"instruction": text}, {"instruction": records}, ["instruction"]) == {}
 
 
+@pytest.mark.slow  # an end-to-end run of every method (25 s)
 def test_smoke_run_rows_and_resume(tmp_path):
   config = smoke_config("gepa")
   gepa.train_and_evaluate(config, str(tmp_path))
@@ -44,7 +47,6 @@ def test_smoke_run_rows_and_resume(tmp_path):
 
 
 def test_bad_config_is_named(tmp_path):
-  import pytest  # pylint: disable=import-outside-toplevel
   from iclr_jax.errors import ConfigError  # pylint: disable=import-outside-toplevel
   config = smoke_config("gepa")
   config.methods = ("gepa", "mipro")

@@ -67,6 +67,7 @@ def _zero_filled_shift(image, dy, dx):
   return out
 
 
+@pytest.mark.slow  # an end-to-end run (21 s)
 def test_run_rows_and_resume(tmp_path):
   c = smoke_config("merging_noise")
   final = merging_noise.train_and_evaluate(c, str(tmp_path))

@@ -61,6 +61,7 @@ def test_evaluation_constraint_errors(rng):
   assert 1e-4 < got["soft"]["constraint_error"] < got[None]["constraint_error"]
 
 
+@pytest.mark.slow  # an end-to-end run (34 s)
 def test_smoke_run_rows_and_resume(tmp_path):
   config = smoke_config("probhard_e2e")
   summary = probhard_e2e.train_and_evaluate(config, str(tmp_path))

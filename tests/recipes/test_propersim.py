@@ -52,6 +52,7 @@ def _final_params(workdir, name, config):
   return state.params
 
 
+@pytest.mark.slow  # two end-to-end runs (17 s)
 def test_a_killed_run_resumes_to_the_same_final_policy(tmp_path, monkeypatch):
   c = _config(variants=("proper",), days=3, seeds=1)
   propersim.train_and_evaluate(c, str(tmp_path / "whole"))
