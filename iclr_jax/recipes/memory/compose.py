@@ -192,12 +192,17 @@ def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
   return dict(_score_bank(runner, test, bank, ids), **log)
 
 
+def _routes(runner, outputs, ids) -> list[tuple[int, ...]]:
+  """The procedures whose memory tokens each output emits, in order."""
+  return [tuple(ids.index(t) for t in o if t >= runner.vocab_size) for o in outputs]
+
+
 def _train_routing(runner, train, bank, ids) -> float:
   """The share of training queries (atomic and composed) for which the bank emits exactly
   their route of memory tokens, in order."""
   out = runner.generate([runner.encode(P.user_turn(q)) for _, q, _ in train], bank=bank)
-  return float(np.mean([tuple(ids.index(t) for t in o if t >= runner.vocab_size) == route
-                        for o, (route, *_) in zip(out, train)]))
+  return float(np.mean([r == route for r, (route, *_) in
+                        zip(_routes(runner, out, ids), train)]))
 
 
 def _adapt_round_one(runner, tasks1, ids1, settings, seed, ckpt_dir, *, rank):
@@ -257,8 +262,7 @@ def _score_bank(runner, test, bank, ids):
   prompts = [runner.encode(P.user_turn(q)) for _, q, _ in test]
   start = time.time()
   out = runner.generate(prompts, bank=bank)
-  routes = [tuple(ids.index(t) for t in o if t >= runner.vocab_size) for o in out]
-  metrics = score(runner, out, test, routes=routes)
+  metrics = score(runner, out, test, routes=_routes(runner, out, ids))
   forced = runner.generate(prompts, bank=bank, oracle=[[ids[i] for i in r] for r, *_ in test])
   oracle = score(runner, forced, test)
   return dict(metrics, oracle_exact_match=oracle["exact_match"],
