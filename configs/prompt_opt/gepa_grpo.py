@@ -11,6 +11,8 @@ Smoke: the smoke configuration of configs/prompt_opt/gepa.py.
 import importlib.util
 import os
 
+from iclr_jax.recipes import common
+
 _spec = importlib.util.spec_from_file_location(
     "gepa_config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gepa.py"))
 _gepa = importlib.util.module_from_spec(_spec)
@@ -18,6 +20,7 @@ _spec.loader.exec_module(_gepa)
 
 
 def get_config(arg=None):
+  common.check_arg("configs/prompt_opt/gepa_grpo.py", arg)
   c = _gepa.get_config(arg)
   if arg == "smoke":
     return c

@@ -87,6 +87,7 @@ def test_gradient_reaches_the_connector(lm):
   np.testing.assert_allclose(analytic, numeric, rtol=2e-2)
 
 
+@pytest.mark.slow  # 26 s
 def test_cached_greedy_decoding_equals_uncached(lm):
   fns, params = lm
   backbone = frozen_backbone(fns, params)

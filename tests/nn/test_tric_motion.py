@@ -70,6 +70,7 @@ def test_padding_counterfactual_and_ablations(rng):
                d_model=16, num_blocks=1, num_heads=2, rngs=nnx.Rngs(0))
 
 
+@pytest.mark.slow  # 14 s; both block families share to_patches
 def test_any_joint_layout_is_accepted(rng):
   # a toy skeleton of 3 joints in a chain, 2 channels each, features laid out joint-major
   chain = np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]], np.float32)
