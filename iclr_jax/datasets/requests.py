@@ -192,6 +192,12 @@ REQUESTS = (
 )
 
 
+def _check_train_templates(train_templates: int) -> None:
+  if not 1 <= train_templates < min(len(r.templates) for r in REQUESTS):
+    raise ValueError(f"train_templates must leave at least one phrasing held out, in [1, "
+                     f"{min(len(r.templates) for r in REQUESTS) - 1}], got {train_templates}")
+
+
 def _chosen(num: int, names, low: int) -> tuple[Request, ...]:
   """REQUESTS[:num], or the `num` requests named first in `names` (in that order)."""
   pool = REQUESTS
@@ -219,9 +225,7 @@ def request_set(num: int, *, num_train: int, num_test: int, seed: int = 0,
   chosen = _chosen(num, names, 1)
   if num_train < 1 or num_test < 0:
     raise ValueError(f"num_train must be >= 1 and num_test >= 0, got {num_train}, {num_test}")
-  if not 1 <= train_templates < min(len(r.templates) for r in REQUESTS):
-    raise ValueError(f"train_templates must leave at least one phrasing held out, in [1, "
-                     f"{min(len(r.templates) for r in REQUESTS) - 1}], got {train_templates}")
+  _check_train_templates(train_templates)
   rng = np.random.default_rng([seed, 3])
   out = []
   for r in chosen:
@@ -261,9 +265,7 @@ def request_compositions(num: int, *, num_train_pairs: int, num_test_pairs: int,
                      f"{num_test_pairs}")
   if num_train < 1 or num_test < 1:
     raise ValueError(f"num_train and num_test must be >= 1, got {num_train}, {num_test}")
-  if not 1 <= train_templates < min(len(r.templates) for r in REQUESTS):
-    raise ValueError(f"train_templates must leave at least one phrasing held out, in [1, "
-                     f"{min(len(r.templates) for r in REQUESTS) - 1}], got {train_templates}")
+  _check_train_templates(train_templates)
   rng = np.random.default_rng([seed, 4])
   order = rng.permutation(len(pairs))
   inputs = iter(distinct_phrases(rng, num_train * num_train_pairs + num_test * num_test_pairs))
