@@ -70,10 +70,11 @@ def test_gradient_reaches_the_connector(lm):
   tokens = jax.random.randint(jax.random.key(6), (2, 10), 0, V)
   mask = jnp.zeros((2, 10)).at[:, 5:9].set(1.0)
 
+  @jax.jit
   def loss(p):
     return alm_loss(frozen_backbone(fns, params), front.apply(p, mel), tokens, mask, start=1)
 
-  grads = jax.grad(loss)(audio_params)
+  grads = jax.jit(jax.grad(loss))(audio_params)
   for name in ("connector", "encoder"):
     norm = float(jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree.leaves(grads[name]))))
     assert norm > 1e-6, name

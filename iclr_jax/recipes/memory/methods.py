@@ -177,11 +177,12 @@ def fit_rows(runner, rows, bank0, settings, seed, ckpt_dir, routing, **train_kwa
   `routing(bank)` (the routing on the training queries) is below it, another
   `settings.epochs` from the bank so far (a fresh schedule each time; its own checkpoint
   folder), up to `settings.fit_max_epochs` in all; `train_kwargs` go to `train_bank`.
-  Returns the bank and a log with the training routing, whether it reached the target, and
-  the steps and seconds spent."""
+  Returns the bank and a log with the training routing, whether it reached the target, the
+  routing after each round of `settings.epochs` (`routing_history`; empty without a
+  target) and the steps and seconds spent."""
   target = float(settings.get("fit_routing", 0.0))
   limit = int(settings.get("fit_max_epochs", settings.epochs))
-  bank, steps, seconds, epochs, chunk = bank0, 0, 0.0, 0, 0
+  bank, steps, seconds, epochs, chunk, history = bank0, 0, 0.0, 0, 0, []
   while True:
     bank, log = train_bank(runner, rows, bank, settings, seed + chunk,
                            None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}"),
@@ -189,11 +190,14 @@ def fit_rows(runner, rows, bank0, settings, seed, ckpt_dir, routing, **train_kwa
     steps, seconds, epochs = steps + log["train_steps"], seconds + log["train_seconds"], \
         epochs + settings.epochs
     value = routing(bank) if target > 0 else float("nan")
+    if target > 0:
+      history.append(float(value))
     chunk += 1
     if target <= 0 or value >= target or epochs + settings.epochs > limit:
       break
   return bank, dict(log, train_steps=steps, train_seconds=seconds, train_epochs=epochs,
-                    train_routing=value, fitted=bool(target <= 0 or value >= target))
+                    train_routing=value, routing_history=history,
+                    fitted=bool(target <= 0 or value >= target))
 
 
 def fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir):
