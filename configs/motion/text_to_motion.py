@@ -9,6 +9,9 @@ Conditioned on the frozen SmolLM2-135M's mean-pooled hidden states instead of a 
 text encoder:  ... --config.text.encoder=llm
 With the real dataset (a HumanML3D folder; the evaluator is still the in-library one):
   ... --config.data.root=/path/to/HumanML3D
+Some of the models only (e.g. to finish the ablations in another sitting; same workdir):
+  python experiments/train.py --config=configs/motion/text_to_motion.py:tric_no_temporal,mdm \
+    --workdir=runs/t2m
 Smoke (seconds; numbers mean nothing):
   python experiments/train.py --config=configs/motion/text_to_motion.py:smoke --workdir=/tmp/t2m
 """
@@ -19,10 +22,25 @@ MODELS = ("tric", "tric_no_spatial", "tric_no_temporal", "tric_no_frequency",
           "tric_no_scores", "tric_no_disentangler", "mdm")
 
 
+def _models(arg):
+  """The models an argument of comma-separated names asks for (None for '' / 'smoke' /
+  anything else, which `new_config` judges); a ValueError naming unknown ones in a list."""
+  names = [n.strip() for n in (arg or "").split(",") if n.strip()]
+  known = [n for n in names if n in MODELS]
+  if not known:
+    return None
+  if len(known) < len(names):
+    raise ValueError(f"configs/motion/text_to_motion.py: unknown models "
+                     f"{[n for n in names if n not in MODELS]} in {arg!r} (known: {MODELS})")
+  return tuple(dict.fromkeys(known))
+
+
 def get_config(arg=None):
-  c, smoke = common.new_config("configs/motion/text_to_motion.py", arg, "text_to_motion")
+  models = _models(arg)
+  c, smoke = common.new_config("configs/motion/text_to_motion.py",
+                               None if models else arg, "text_to_motion")
   c.seed = 0
-  c.models = MODELS
+  c.models = models or MODELS
   # CPU protocol: motions of at most 120 frames (6 s; HumanML3D's go to 196), batch 16,
   # 2000 steps; TriC-Motion's joint grid makes its steps ~5x the baseline's
   # 854 / 50 / 96 motions: three full R-precision batches of test motions

@@ -1,6 +1,7 @@
 """The text-to-motion study's smoke run: every model × repeat row (and the real motions')
 with finite metrics, the table and the sample pictures; a second start on the same workdir
-reloads everything and adds no row; an unknown variant is refused."""
+reloads everything and adds no row; an unknown variant is refused; the config's argument
+picks some of the models and nothing else changes."""
 
 import math
 import os
@@ -11,7 +12,7 @@ import pytest
 from iclr_jax.errors import ConfigError
 from iclr_jax.recipes import run_experiment
 from iclr_jax.train.metrics import read_jsonl
-from tests.recipes.config_files import smoke_config
+from tests.recipes.config_files import config_module, smoke_config
 
 
 @pytest.mark.slow
@@ -39,6 +40,19 @@ def test_unknown_variant_is_refused(tmp_path):
   config.models = ("tric", "diffusion_gpt")
   with pytest.raises(ConfigError, match="unknown variants \\['diffusion_gpt'\\]"):
     run_experiment(config, str(tmp_path))
+
+
+def test_config_argument_picks_models():
+  module = config_module("text_to_motion")
+  full = module.get_config(None)
+  some = module.get_config("tric_no_temporal, mdm,tric_no_temporal")
+  assert some.models == ("tric_no_temporal", "mdm")
+  some.models = full.models
+  assert some.to_dict() == full.to_dict()  # the protocol is the committed one
+  with pytest.raises(ValueError, match=r"unknown models \['tric_no_time'\]"):
+    module.get_config("mdm,tric_no_time")
+  with pytest.raises(ValueError, match="text_to_motion.py: unknown argument 'nope'"):
+    module.get_config("nope")
 
 
 @pytest.mark.slow
