@@ -201,7 +201,7 @@ def test_padding_is_invisible_and_counterfactual_leaves_the_output(rng):
   assert out.shape == (2, 24, 263) and np.isfinite(out).all()
   both = nnx.jit(lambda m, *a: m(*a, counterfactual=True))
   main, readouts = both(model, x, t, text, tl, fl)
-  np.testing.assert_allclose(main, out, atol=2e-5)
+  np.testing.assert_allclose(main, out, atol=1e-6)
   assert len(readouts) == 2 and all(r.shape == out.shape for r in readouts)
   x2, text2 = x.copy(), text.copy()
   x2[0, 16:] = 40.0  # past row 0's last patch (13 frames -> 4 patches)
