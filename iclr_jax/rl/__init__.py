@@ -5,11 +5,9 @@ Music Flamingo's text rewards.
     from iclr_jax.rl import gvpo_advantages, policy_loss, dpo_loss, confidence_weights
 """
 
+from iclr_jax.envs.protocol import FAILED_TURN, OBSERVATION, SUCCESS_TURN
 from iclr_jax.rl.advantages import (
-                                    FAILED_TURN,
-                                    OBSERVATION,
                                     SCALES,
-                                    SUCCESS_TURN,
                                     group_advantages,
                                     group_stats,
                                     gvpo_advantages,

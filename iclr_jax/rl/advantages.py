@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from iclr_jax.checks import check_range
 # The per-token turn labels `gvpo_advantages` shapes on belong to the environments.
-from iclr_jax.envs.protocol import FAILED_TURN, OBSERVATION, SUCCESS_TURN
+from iclr_jax.envs.protocol import FAILED_TURN, SUCCESS_TURN
 
 SCALES = ("group", "batch", "none")
 

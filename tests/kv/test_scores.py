@@ -127,7 +127,7 @@ def test_streaming_and_random_scores():
 
 
 def test_keep_recent_puts_the_last_positions_first():
-  scores = jnp.asarray(np.random.default_rng(1).normal(size=(B, K, T := 12)), jnp.float32)
+  scores = jnp.asarray(np.random.default_rng(1).normal(size=(B, K, 12)), jnp.float32)
   scores = scores.at[1, :, 9:].set(-jnp.inf)
   got = kv.keep_recent(scores, jnp.asarray([12, 9]), 3)
   keep = np.asarray(kv.keep_indices(got, 3))
