@@ -22,6 +22,7 @@ from iclr_jax.recipes.memory import compose as C
 from iclr_jax.recipes.memory import methods as M
 from iclr_jax.recipes.memory import procedural as P
 from iclr_jax.recipes.memory import tokmem
+from iclr_jax.recipes.memory import tokmem_report as R
 from iclr_jax.recipes.memory.runner import Runner
 from tests.recipes.config_files import smoke_config
 
@@ -227,13 +228,13 @@ def test_tokmem_adapted_trains_two_rounds(runner, tmp_path):
   assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()
 
 
-def _exact_routes(runner, tasks, bank, ids):
-  """Independent of compose._train_routing: the memory tokens each query emits, by hand."""
-  hits = 0
-  for route, query, _ in tasks:
+def _emitted_routes(runner, tasks, bank, ids):
+  """Independent of compose._routes: the memory tokens each query emits, one by one."""
+  routes = []
+  for _, query, _ in tasks:
     out = runner.generate([runner.encode(P.user_turn(query))], bank=bank)[0]
-    hits += [ids.index(t) for t in out if t in ids] == list(route)
-  return hits / len(tasks)
+    routes.append([ids.index(t) for t in out if t in ids])
+  return routes
 
 
 def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(runner,
@@ -261,7 +262,43 @@ def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(r
                          str(tmp_path / "fit"),
                          lambda b: C._train_routing(runner, train, b, ids))
   assert log["train_epochs"] == 2 and not log["fitted"]
-  assert log["train_routing"] == pytest.approx(_exact_routes(runner, train, bank, ids))
+  got = _emitted_routes(runner, train, bank, ids)
+  exact = [g == list(route) for g, (route, *_) in zip(got, train)]
+  assert log["train_routing"] == pytest.approx(np.mean(exact))
+  # The breakdown: first memory right, and whole routes among atomic / composed queries.
+  atomic = [len(route) == 1 for route, *_ in train]
+  assert 0 < sum(atomic) < len(train)
+  b = C.route_breakdown(runner, train, bank, ids)
+  assert b["train_routing"] == log["train_routing"]
+  assert b["train_first_step"] == pytest.approx(
+      np.mean([g[:1] == [route[0]] for g, (route, *_) in zip(got, train)]))
+  assert b["train_routing_atomic"] == pytest.approx(
+      np.mean([e for e, a in zip(exact, atomic) if a]))
+  assert b["train_routing_composed"] == pytest.approx(
+      np.mean([e for e, a in zip(exact, atomic) if not a]))
+
+
+def test_route_breakdown_counts_first_steps_and_each_kind_of_query():
+  """Scripted emissions (ids 100-102 are memories 0-2 of a 100-token vocabulary): an
+  atomic query right, one with a memory too many, a composed one right, one with only its
+  first memory right, one whose first memory is wrong."""
+  emitted = {"a": [100, 5, 7], "b": [101, 5, 102, 8], "c": [100, 9, 101, 4],
+             "d": [102, 3, 100, 2], "e": [101, 6, 102]}
+
+  class Runner:
+    vocab_size = 100
+
+    def encode(self, text):
+      return text
+
+    def generate(self, prompts, bank):
+      return [emitted[next(k for k in emitted if P.user_turn(k) == p)] for p in prompts]
+
+  train = [((0,), "a", ("x",)), ((1,), "b", ("x",)), ((0, 1), "c", ("x", "y")),
+           ((2, 1), "d", ("x", "y")), ((2, 1), "e", ("x", "y"))]
+  b = C.route_breakdown(Runner(), train, None, [100, 101, 102])
+  assert b == pytest.approx(dict(train_routing=2 / 5, train_first_step=4 / 5,
+                                train_routing_atomic=1 / 2, train_routing_composed=1 / 3))
 
 
 class _ScriptedRunner:
@@ -314,3 +351,27 @@ def test_chained_prompting_feeds_the_first_result_to_the_second_step():
   assert C._step_queries(procedure_set(3, num_train=1, num_test=0, max_ops=1),
                          "reverse words then sort words: a b") == ("reverse words: a b",
                                                                    "sort words: {text}")
+
+
+def test_compose_table_aggregates_training_routing_per_scale():
+  """The compose table's extras (training routing, first step, epochs) are each scale's own
+  mean and std, over the seeds that have them; a NaN counts as absent."""
+  base = dict(experiment="compose", method="tokmem", exact_match=0.0, final_exact_match=0.0,
+              rouge_l=0.2, trainable_params=10, prompt_tokens=30.0, train_seconds=5.0)
+  rows = [dict(base, scale=4, seed=0, train_routing=0.2, train_first_step=0.6,
+               train_epochs=3),
+          dict(base, scale=4, seed=1, train_routing=0.4, train_first_step=0.8,
+               train_epochs=6),
+          dict(base, scale=8, seed=0, train_routing=0.9, train_first_step=1.0,
+               train_epochs=9),
+          dict(base, scale=8, seed=1, train_routing=float("nan"), train_first_step=1.0,
+               train_epochs=9)]
+  four, eight = R.compose_table(rows)
+  assert (four["scale"], eight["scale"]) == (4, 8)
+  assert four["train_routing"] == pytest.approx(0.3)
+  assert four["train_routing_std"] == pytest.approx(0.1)
+  assert four["train_epochs"] == pytest.approx(4.5)
+  assert eight["train_routing"] == pytest.approx(0.9)
+  assert eight["train_routing_std"] == 0.0
+  cell = dict(R.COMPOSE_COLUMNS)["routing on training queries: route / first step (epochs)"]
+  assert cell(four) == "0.300 / 0.700 (4)" and cell(eight) == "0.900 / 1.000 (9)"

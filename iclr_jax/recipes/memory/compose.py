@@ -185,11 +185,11 @@ def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
   reg = memory.MemoryRegistry(runner.vocab_size)
   ids = reg.add_round([p.name for p in procedures])
   embedding = runner.lm.params["embed"]["embedding"][...]
+  routing, breakdown = _routing_probe(runner, train, ids)
   bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids),
                          memory.init_bank(jax.random.key(seed), embedding, len(ids)),
-                         settings, seed, ckpt_dir,
-                         lambda bank: _train_routing(runner, train, bank, ids))
-  return dict(_score_bank(runner, test, bank, ids), **log)
+                         settings, seed, ckpt_dir, routing)
+  return {**_score_bank(runner, test, bank, ids), **log, **breakdown}
 
 
 def _routes(runner, outputs, ids) -> list[tuple[int, ...]]:
@@ -200,9 +200,34 @@ def _routes(runner, outputs, ids) -> list[tuple[int, ...]]:
 def _train_routing(runner, train, bank, ids) -> float:
   """The share of training queries (atomic and composed) for which the bank emits exactly
   their route of memory tokens, in order."""
+  return route_breakdown(runner, train, bank, ids)["train_routing"]
+
+
+def route_breakdown(runner, train, bank, ids) -> dict:
+  """Where the bank's routes on the training queries go wrong: the share with the whole
+  route in order (`train_routing`), with the right first memory (`train_first_step`), and
+  the whole-route share among the atomic and among the composed queries."""
   out = runner.generate([runner.encode(P.user_turn(q)) for _, q, _ in train], bank=bank)
-  return float(np.mean([r == route for r, (route, *_) in
-                        zip(_routes(runner, out, ids), train)]))
+  got = _routes(runner, out, ids)
+  exact = np.array([r == route for r, (route, *_) in zip(got, train)])
+  first = np.array([r[:1] == route[:1] for r, (route, *_) in zip(got, train)])
+  atomic = np.array([len(route) == 1 for route, *_ in train])
+  share = lambda x: float(np.mean(x)) if x.size else float("nan")  # noqa: E731
+  return dict(train_routing=share(exact), train_first_step=share(first),
+              train_routing_atomic=share(exact[atomic]),
+              train_routing_composed=share(exact[~atomic]))
+
+
+def _routing_probe(runner, train, ids, wrap=lambda bank: bank):
+  """`fit_rows`'s routing callable on the training queries, and the dict that keeps its
+  last `route_breakdown` (the fitted bank's, once training stops)."""
+  last = {}
+
+  def routing(bank):
+    last.clear()
+    last.update(route_breakdown(runner, train, wrap(bank), ids))
+    return last["train_routing"]
+  return routing, last
 
 
 def _adapt_round_one(runner, tasks1, ids1, settings, seed, ckpt_dir, *, rank):
@@ -244,18 +269,20 @@ def tokmem_adapted(runner, procedures, train, test, settings, seed, ckpt_dir):
   adapted = dataclasses.replace(runner, lm=PretrainedLM(
       runner.lm.functions, merged, runner.lm.tokenizer, runner.lm.spec, dtype=runner.lm.dtype))
   embedding = runner.lm.params["embed"]["embedding"][...]
+  routing, breakdown = _routing_probe(adapted, second, ids,
+                                      lambda bank: memory.concat_banks(rows1, bank))
   rows2, log2 = M.fit_rows(
       adapted, M.task_rows(adapted, second, ids),
       memory.init_bank(jax.random.fold_in(jax.random.key(seed), 2), embedding,
-                       len(procedures) - half), settings, seed, join("round2"),
-      lambda bank: _train_routing(adapted, second, memory.concat_banks(rows1, bank), ids),
+                       len(procedures) - half), settings, seed, join("round2"), routing,
       frozen=rows1)
   out = _score_bank(adapted, test, memory.concat_banks(rows1, rows2), ids)
   return dict(out, train_steps=log1["train_steps"] + log2["train_steps"],
               train_seconds=log1["train_seconds"] + log2["train_seconds"],
               final_loss=log2["final_loss"], round1_tasks=len(first), round2_tasks=len(second),
               train_routing=log2["train_routing"], fitted=log2["fitted"],
-              train_epochs=log2["train_epochs"])
+              train_epochs=log2["train_epochs"], routing_history=log2["routing_history"],
+              **{k: v for k, v in breakdown.items() if k != "train_routing"})
 
 
 def _score_bank(runner, test, bank, ids):

@@ -19,10 +19,16 @@ def _cell(metric, digits=3):
 
 def atomic_table(rows: Sequence[dict]) -> list[dict]:
   rows = [r for r in rows if r["experiment"] == "atomic"]
-  out = mean_std(rows, by=("scale", "method"), metrics=ATOMIC)
+  return _with_extras(mean_std(rows, by=("scale", "method"), metrics=ATOMIC), rows,
+                      ("routing_accuracy", "oracle_exact_match", "train_seconds",
+                       "train_routing", "train_epochs"))
+
+
+def _with_extras(out: list[dict], rows: Sequence[dict], extras: Sequence[str]) -> list[dict]:
+  """`out` (one aggregate per scale and method) with the mean and std of each metric in
+  `extras` over the group's rows that have it (some methods lack it; NaN counts as absent)."""
   for agg in out:
-    for extra in ("routing_accuracy", "oracle_exact_match", "train_seconds", "train_routing",
-                  "train_epochs"):
+    for extra in extras:
       sel = [r for r in rows if r["scale"] == agg["scale"] and r["method"] == agg["method"]
              and r.get(extra) is not None and r.get(extra) == r.get(extra)]  # not NaN
       if sel:
@@ -41,13 +47,10 @@ def compose_table(rows: Sequence[dict]) -> list[dict]:
   out = mean_std(rows, by=("scale", "method"),
                  metrics=("exact_match", "final_exact_match", "rouge_l", "trainable_params",
                           "prompt_tokens"))
-  for agg in out:
-    for extra in ("routing_accuracy", "first_step_routing", "oracle_exact_match",
-                  "oracle_final_exact_match", "train_seconds"):
-      sel = [r for r in rows if r["method"] == agg["method"] and r.get(extra) is not None]
-      if sel:
-        agg.update(mean_std(sel, by=("method",), metrics=(extra,))[0])
-  return out
+  return _with_extras(out, rows, ("routing_accuracy", "first_step_routing",
+                                  "oracle_exact_match", "oracle_final_exact_match",
+                                  "train_seconds", "train_routing", "train_epochs",
+                                  "train_first_step"))
 
 
 ATOMIC_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", "{seeds}"),
@@ -77,9 +80,11 @@ COMPOSE_COLUMNS = [("procedures", "{scale}"), ("method", "{method}"), ("seeds", 
                    ("trainable params", "{trainable_params:.0f}"),
                    ("prompt tokens", "{prompt_tokens:.1f}"),
                    ("train s", _cell("train_seconds", 0)),
-                  ("routing on training queries (epochs)",
-                   lambda r: "–" if r.get("train_routing") is None else
-                   f"{r['train_routing']:.3f} ({r['train_epochs']:.0f})")]
+                   ("routing on training queries: route / first step (epochs)",
+                    lambda r: "–" if r.get("train_routing") is None else
+                    f"{r['train_routing']:.3f} / "
+                    + ("–" if r.get("train_first_step") is None else
+                       f"{r['train_first_step']:.3f}") + f" ({r['train_epochs']:.0f})")]
 
 
 def summary(rows: Sequence[dict]) -> dict:
