@@ -258,17 +258,17 @@ def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(r
   ids = reg.add_round([p.name for p in procedures])
   embedding = runner.lm.params["embed"]["embedding"][...]
   bank0 = memory.init_bank(jax.random.key(0), embedding, 4)
+  routing, b = C._routing_probe(runner, train, ids)
   bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids), bank0, settings, 0,
-                         str(tmp_path / "fit"),
-                         lambda b: C._train_routing(runner, train, b, ids))
+                         str(tmp_path / "fit"), routing)
   assert log["train_epochs"] == 2 and not log["fitted"]
   got = _emitted_routes(runner, train, bank, ids)
   exact = [g == list(route) for g, (route, *_) in zip(got, train)]
   assert log["train_routing"] == pytest.approx(np.mean(exact))
-  # The breakdown: first memory right, and whole routes among atomic / composed queries.
+  # The probe keeps the fitted bank's breakdown: first memory right, and whole routes
+  # among atomic / composed queries.
   atomic = [len(route) == 1 for route, *_ in train]
   assert 0 < sum(atomic) < len(train)
-  b = C.route_breakdown(runner, train, bank, ids)
   assert b["train_routing"] == log["train_routing"]
   assert b["train_first_step"] == pytest.approx(
       np.mean([g[:1] == [route[0]] for g, (route, *_) in zip(got, train)]))

@@ -197,12 +197,6 @@ def _routes(runner, outputs, ids) -> list[tuple[int, ...]]:
   return [tuple(ids.index(t) for t in o if t >= runner.vocab_size) for o in outputs]
 
 
-def _train_routing(runner, train, bank, ids) -> float:
-  """The share of training queries (atomic and composed) for which the bank emits exactly
-  their route of memory tokens, in order."""
-  return route_breakdown(runner, train, bank, ids)["train_routing"]
-
-
 def route_breakdown(runner, train, bank, ids) -> dict:
   """Where the bank's routes on the training queries go wrong: the share with the whole
   route in order (`train_routing`), with the right first memory (`train_first_step`), and
