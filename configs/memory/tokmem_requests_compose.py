@@ -4,10 +4,11 @@ the prefixes and the suffixes, whose compositions are well defined on any text),
 trained on 4 atomic examples, plus 60 ordered pairs with 2 examples each in the training
 phrasings; scored on 20 held-out pairs with 2 examples each in the held-out phrasings.
 TokMem and TokMem with the paper's first-round adaptation (tokmem_adapted) train until they
-route >= 95% of their training queries (at most 45 epochs, routing checked every 3), against the query alone, both
-instructions with worked examples in one prompt, the chained oracle (one instruction prompt
-per step: the ceiling the model reaches with prompts), the same chain with TF-IDF retrieval
-per step over the training queries, and LoRA at >= equal parameters.
+route >= 95% of their training queries (at most 45 epochs, routing checked every 3), against
+the query alone, both instructions with worked examples in one prompt, the chained oracle
+(one instruction prompt per step: the ceiling the model reaches with prompts), the same
+chain with TF-IDF retrieval per step over the training queries, and LoRA at >= equal
+parameters.
 
 Run (2 CPU cores; see docs/memory.md for the time):
   python experiments/train.py --config=configs/memory/tokmem_requests_compose.py \\
