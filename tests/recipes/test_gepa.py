@@ -52,3 +52,37 @@ def test_bad_config_is_named(tmp_path):
   config.methods = ("gepa", "mipro")
   with pytest.raises(ConfigError, match=r"config.methods \[.mipro.\]"):
     gepa.train_and_evaluate(config, str(tmp_path))
+
+
+def test_checkpoint_rows_average_each_mark_over_the_seeds_that_reached_it():
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from iclr_jax.recipes.prompt_opt import gepa_report  # pylint: disable=import-outside-toplevel
+  curves = {0: [[200, 0.1, 0.2], [1000, 0.4, 0.5], [7000, 0.6, 0.7]],
+            1: [[200, 0.3, 0.0], [1000, 0.2, 0.25]]}  # seed 1 stopped before 7,000
+  rows = [dict(task="units", method="grpo_lora_long", seed=s, curve=c, train_reward=[0.0])
+          for s, c in curves.items()]
+  rows.append(dict(task="units", method="gepa", seed=0, curve=[[15, 0.0, 0.0]]))
+  got = {r["rollouts"]: r for r in gepa_report.checkpoint_rows(rows)}
+  assert sorted(got) == [200.0, 1000.0, 7000.0]  # GEPA's best-so-far curve is not a mark
+  for mark, seeds in ((200, (0, 1)), (1000, (0, 1)), (7000, (0,))):
+    pts = np.array([[p[1], p[2]] for s in seeds for p in curves[s] if p[0] == mark])
+    r = got[float(mark)]
+    assert r["seeds"] == len(seeds) and r["method"] == "grpo_lora_long"
+    np.testing.assert_allclose([r["val"], r["test"], r["val_std"], r["test_std"]],
+                               [*pts.mean(0), *pts.std(0)])
+
+
+def test_units_run_method_by_method(tmp_path, monkeypatch):
+  config = smoke_config("gepa")
+  config.seeds, config.methods = 2, ("gepa", "seed")
+  calls = []
+
+  def fake_unit(lm, task, method, seed, cfg, unit_dir):
+    del lm, task, cfg, unit_dir
+    calls.append((method, seed))
+    return dict(val=0.5, test=0.5, rollouts=1, candidates=1, curve=[[1, 0.5, 0.5]],
+                unit_seconds=0.0)
+
+  monkeypatch.setattr(gepa, "_unit", fake_unit)
+  gepa.train_and_evaluate(config, str(tmp_path))
+  assert calls == [("gepa", 0), ("gepa", 1), ("seed", 0), ("seed", 1)]

@@ -15,6 +15,9 @@ result on the held-out test split:
   budget pays for training samples.
 Every best-so-far candidate is also scored on test, giving test accuracy against rollouts.
 
+Units run method by method, all seeds of one before the next, so a long method listed last
+does not hold back the rows of the short ones.
+
 Outputs in the workdir: results.jsonl (unit = task × method × seed; a finished unit is
 skipped on restart; GEPA and GRPO units resume inside from their unit directory), table.md,
 summary.json, rollouts.png.
@@ -170,8 +173,8 @@ def train_and_evaluate(config, workdir: str):
   lm = common.language_model(config)
   for name in config.tasks:
     task = _task(config, name)
-    for seed in range(config.seeds):
-      for method in config.methods:
+    for method in config.methods:  # every seed of a method before the next: short rows first
+      for seed in range(config.seeds):
         if study.done(task=name, method=method, seed=seed):
           continue
         unit_dir = os.path.join(workdir, "units", f"{name}_{method}_{seed}")
