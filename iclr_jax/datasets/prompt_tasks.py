@@ -7,12 +7,17 @@ plain prompt and more with the right one:
 
 - `capitals`: "What is the capital of France?" -> exactly `Answer: Paris` (0.5 when the
   city is right but the form is not); one question per country, 46 countries.
-- `units`: "Convert 7 kilometers to meters." -> `7000`, digits only (0.5 for the right
-  number inside other text).
+- `units`: "Convert 7 kilometers to meters." -> `7000`, digits only (0.5 when the reply's
+  last number is the right one, inside other text).
 - `json_extract`: "Maria is 34 years old and lives in Lyon." -> a JSON object with "name",
   "age" (an integer) and "city"; the score is the share of the three fields right.
 - `sentiment`: a short review -> `positive`, `negative` or `mixed` (praise and criticism in
   one review), the label alone (0.5 for the right label inside other text).
+
+Partial credit needs a committed answer: a reply that names several cities, labels or
+numbers with the right one among them gets none. (An earlier rule paid 0.5 for the right
+answer anywhere; GRPO at 7,000 rollouts learnt to list several products, "40 * 100 = 400
+cm / 40 * 100 = 4000 cm", and took 0.5 on every units example.)
 
 A task also carries its `rule` (the instruction an oracle would write) and `hint(example)`,
 the sentence of the rule that fixes a failure on that example, which a scripted oracle
@@ -96,7 +101,8 @@ def _score_capitals(ex, reply):
   city = ex.answer.split(": ", 1)[1]
   if _first_line(reply) == ex.answer and reply.strip() == ex.answer:
     return 1.0, "Correct."
-  if city.lower() in reply.lower():
+  named = [c for _, c in CAPITALS if re.search(rf"\b{re.escape(c.lower())}\b", reply.lower())]
+  if named == [city]:
     return 0.5, (f"The city is right but the reply must be exactly '{ex.answer}' on one "
                  f"line, with nothing else; got {reply.strip()[:80]!r}.")
   return 0.0, f"Wrong: expected '{ex.answer}'; got {reply.strip()[:80]!r}."
@@ -118,9 +124,12 @@ def _score_units(ex, reply):
   if text == ex.answer:
     return 1.0, "Correct."
   numbers = [n.replace(",", "") for n in re.findall(r"\d[\d,]*", reply)]
-  if ex.answer in numbers:
+  if numbers[-1:] == [ex.answer]:
     return 0.5, (f"The number {ex.answer} is right but the reply must be the digits alone, "
                  f"no units or words; got {reply.strip()[:80]!r}.")
+  if ex.answer in numbers:
+    return 0.0, (f"Wrong: the reply must commit to one number, {ex.answer}; it lists several "
+                 f"and ends on another; got {reply.strip()[:80]!r}.")
   return 0.0, f"Wrong: expected {ex.answer}; got {reply.strip()[:80]!r}."
 
 
@@ -180,7 +189,7 @@ def _score_sentiment(ex, reply):
   words = re.findall(r"[a-z]+", reply.lower())
   if words[:1] == [ex.answer] and len(words) == 1:
     return 1.0, "Correct."
-  if ex.answer in words:
+  if {w for w in words if w in LABELS} == {ex.answer}:
     return 0.5, (f"The label '{ex.answer}' is right but the reply must be the label alone; "
                  f"got {reply.strip()[:80]!r}.")
   return 0.0, f"Wrong: the label is '{ex.answer}'; got {reply.strip()[:80]!r}."

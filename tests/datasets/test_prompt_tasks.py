@@ -40,6 +40,26 @@ def test_partial_credit_and_feedback():
   assert sent.score(ex, f"The review is {ex.answer}.")[0] == 0.5
 
 
+def test_partial_credit_needs_one_committed_answer():
+  """Listing candidates is not an answer: the replies GRPO learnt on the units task under
+  the earlier rule (the right number somewhere among several) score 0."""
+  units = prompt_task("units", n_train=1, n_val=1, n_test=40)
+  ex = next(e for e in units.test if e.input == "Convert 40 meters to centimeters.")
+  assert units.score(ex, "40 * 100 = 400 cm\n40 * 100 = 4000 cm\n40 *")[0] == 0.0
+  assert "commit to one number" in units.score(ex, "4000 or 400")[1]
+  assert units.score(ex, "40 meters is equal to 40 * 100 = 4000 centimeters.")[0] == 0.5
+  caps = prompt_task("capitals", n_train=1, n_val=1, n_test=1)
+  ex = caps.test[0]
+  city = ex.answer.split(": ")[1]
+  other = "Paris" if city != "Paris" else "Rome"
+  assert caps.score(ex, f"Maybe {other}, or {city}.")[0] == 0.0
+  assert caps.score(ex, f"It is {city}. {city} it is.")[0] == 0.5
+  sent = prompt_task("sentiment", n_train=1, n_val=1, n_test=1)
+  ex = sent.test[0]
+  assert sent.score(ex, "positive negative mixed")[0] == 0.0
+  assert sent.score(ex, f"{ex.answer}, clearly {ex.answer}")[0] == 0.5
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match="unknown prompt task 'x'"):
     prompt_task("x", n_train=1, n_val=1, n_test=1)
