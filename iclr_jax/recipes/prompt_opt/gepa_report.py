@@ -12,8 +12,7 @@ COLUMNS = [("task", "{task}"), ("method", "{method}"), ("seeds", "{seeds}"),
            ("rollouts", "{rollouts:.0f}"),
            ("val", pm("val")), ("test", pm("test")), ("candidates", "{candidates:.1f}"),
            ("seconds", "{unit_seconds:.0f}")]
-MARK_COLUMNS = [("task", "{task}"), ("method", "{method}"), ("seeds", "{seeds}"),
-                ("rollouts", "{rollouts:.0f}"), ("val", pm("val")), ("test", pm("test"))]
+MARK_COLUMNS = COLUMNS[:6]  # task, method, seeds, rollouts, val, test
 
 
 def checkpoint_rows(rows: Sequence[dict]) -> list[dict]:
