@@ -175,6 +175,42 @@ def test_fit_criterion_trains_until_routing_reaches_the_target(runner, tmp_path)
   assert len(stuck["routing_history"]) == 2 and max(stuck["routing_history"]) < 1.0
 
 
+def test_fit_resumes_with_a_larger_budget_and_reports_the_whole_cost(runner, tmp_path):
+  """A fit stopped at fit_max_epochs, rerun with a larger one, restores its finished rounds
+  (their routing and seconds from round.json, the routing measured again only for the
+  round that ends the fit), continues, and ends where an uninterrupted fit ends."""
+  procs = procedure_set(3, num_train=2, num_test=1, max_ops=1)
+  reg = memory.MemoryRegistry(runner.vocab_size)
+  ids = reg.add_round([p.name for p in procs])
+  embedding = runner.lm.params["embed"]["embedding"][...]
+  settings = smoke_config("tokmem").train
+  settings.update(epochs=1, lr=1e-3, fit_routing=1.0, fit_max_epochs=2)
+  rows = M.memory_rows(runner, procs, ids)
+  calls = []
+
+  def routing(bank):
+    calls.append(1)
+    return M.train_routing(runner, procs, bank, ids)
+
+  bank0 = memory.init_bank(jax.random.key(0), embedding, 3)
+  _, first = M.fit_rows(runner, rows, bank0, settings, 0, str(tmp_path / "a"), routing)
+  assert first["train_epochs"] == 2 and not first["fitted"] and len(calls) == 2
+  settings.update(fit_max_epochs=4)
+  calls.clear()
+  bank, log = M.fit_rows(runner, rows, bank0, settings, 0, str(tmp_path / "a"), routing)
+  assert len(calls) == 2 and log["train_epochs"] == 4 and log["train_steps"] == 12
+  assert log["routing_history"][:2] == first["routing_history"]
+  assert log["train_seconds"] > first["train_seconds"]
+  whole, want = M.fit_rows(runner, rows, bank0, settings, 0, str(tmp_path / "b"), routing)
+  chex.assert_trees_all_close(bank, whole, rtol=1e-6, atol=1e-7)
+  assert log["routing_history"] == want["routing_history"]
+  # A rerun of a finished fit measures only its last round's routing and keeps its cost.
+  calls.clear()
+  _, again = M.fit_rows(runner, rows, bank0, settings, 0, str(tmp_path / "b"), routing)
+  assert len(calls) == 1 and again["train_seconds"] == want["train_seconds"]
+  assert again["routing_history"] == want["routing_history"]
+
+
 def test_retrieval_over_training_queries(runner):
   """With retrieve_from='train_queries' the retrieved procedure is the one whose joined
   training queries are nearest (the same routing as the retriever built by hand), and on

@@ -20,6 +20,7 @@ ckpt_dir) -> metrics`, in one table (`METHODS`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 
@@ -179,25 +180,57 @@ def fit_rows(runner, rows, bank0, settings, seed, ckpt_dir, routing, **train_kwa
   folder), up to `settings.fit_max_epochs` in all; `train_kwargs` go to `train_bank`.
   Returns the bank and a log with the training routing, whether it reached the target, the
   routing after each round of `settings.epochs` (`routing_history`; empty without a
-  target) and the steps and seconds spent."""
+  target) and the steps and seconds spent.
+
+  With a checkpoint folder each finished round also writes `round.json` (its steps,
+  seconds, loss and routing); a rerun restores such a round's bank and takes its seconds
+  and routing from there instead of measuring them again (the routing of the round that
+  ends the fit is measured again, so `routing` has seen the returned bank). A run resumed
+  with a larger `fit_max_epochs` thus continues where the last one stopped and reports the
+  whole cost."""
   target = float(settings.get("fit_routing", 0.0))
   limit = int(settings.get("fit_max_epochs", settings.epochs))
   bank, steps, seconds, epochs, chunk, history = bank0, 0, 0.0, 0, 0, []
   while True:
-    bank, log = train_bank(runner, rows, bank, settings, seed + chunk,
-                           None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}"),
-                           **train_kwargs)
+    folder = None if ckpt_dir is None else os.path.join(ckpt_dir, f"fit{chunk}")
+    bank, log = train_bank(runner, rows, bank, settings, seed + chunk, folder, **train_kwargs)
+    done = _finished_round(folder, log["train_steps"])
+    if done is not None:
+      log = dict(log, train_seconds=done["train_seconds"], final_loss=done["final_loss"])
     steps, seconds, epochs = steps + log["train_steps"], seconds + log["train_seconds"], \
         epochs + settings.epochs
-    value = routing(bank) if target > 0 else float("nan")
+    value = float("nan")
     if target > 0:
-      history.append(float(value))
+      value = done["routing"] if done is not None else float(routing(bank))
+      if done is not None and (value >= target or epochs + settings.epochs > limit):
+        value = float(routing(bank))  # the last round: `routing` sees the returned bank
+      history.append(value)
+    if folder is not None and done is None:
+      _write_round(folder, log, value)
     chunk += 1
     if target <= 0 or value >= target or epochs + settings.epochs > limit:
       break
   return bank, dict(log, train_steps=steps, train_seconds=seconds, train_epochs=epochs,
                     train_routing=value, routing_history=history,
                     fitted=bool(target <= 0 or value >= target))
+
+
+def _finished_round(folder, train_steps) -> dict | None:
+  """The `round.json` a finished round of `fit_rows` left in `folder`, if it is there and
+  was written for the same number of steps."""
+  path = None if folder is None else os.path.join(folder, "round.json")
+  if path is None or not os.path.exists(path):
+    return None
+  with open(path) as f:
+    done = json.load(f)
+  return done if done.get("train_steps") == train_steps else None
+
+
+def _write_round(folder, log, routing) -> None:
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, "round.json"), "w") as f:
+    json.dump({"train_steps": log["train_steps"], "train_seconds": log["train_seconds"],
+               "final_loss": log["final_loss"], "routing": routing}, f)
 
 
 def fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir):
