@@ -223,7 +223,7 @@ def _finished_round(folder, train_steps) -> dict | None:
     return None
   with open(path) as f:
     done = json.load(f)
-  return done if done.get("train_steps") == train_steps else None
+  return done if isinstance(done, dict) and done.get("train_steps") == train_steps else None
 
 
 def _write_round(folder, log, routing) -> None:
