@@ -3,7 +3,7 @@ the units task, 3 seeds; GEPA reflecting with the model itself (the headline) an
 scripted reflector that knows the task's rule (an ablation) within 200 rollouts, GRPO-LoRA
 at the same 200 and at 35 times as many (7,000; scored at 200, 1,000 and 7,000).
 
-Run (2 CPU cores, alone: GRPO's 437 steps take 113 minutes per seed, the rest 11):
+Run (2 CPU cores, alone: GRPO's 437 steps take about 2 hours per seed, the rest 11):
   python experiments/train.py --config=configs/prompt_opt/gepa_grpo.py --workdir=runs/gepa_grpo
 Smoke: the smoke configuration of configs/prompt_opt/gepa.py.
 """
