@@ -3,7 +3,8 @@
 the prefixes and the suffixes, whose compositions are well defined on any text), each
 trained on 4 atomic examples, plus 60 ordered pairs with 2 examples each in the training
 phrasings; scored on 20 held-out pairs with 2 examples each in the held-out phrasings.
-TokMem and TokMem with the paper's first-round adaptation (tokmem_adapted) train until they
+TokMem (tied rows), TokMem with separate input and output rows (tokmem_decoupled, the
+paper's +DC) and TokMem with the paper's first-round adaptation (tokmem_adapted) train until they
 route >= 95% of their training queries (at most 120 epochs, routing checked every 3; the
 committed tokmem_adapted row was trained under the earlier limit of 45, where its routing
 had stalled since epoch 12, and was not rerun), against
@@ -38,6 +39,7 @@ def get_config(arg=None):
   c.compose.procedures = len(DECORATIONS)
   c.compose.names = DECORATIONS
   c.compose.methods = ("query_only", "instruction_fewshot", "instruction_chained",
-                       "tfidf_chained", "tokmem", "tokmem_adapted", "lora")
+                       "tfidf_chained", "tokmem", "tokmem_decoupled", "tokmem_adapted",
+                       "lora")
   c.train.fit_max_epochs = 120
   return c

@@ -314,6 +314,21 @@ def test_request_compositions_retrieve_per_half_and_fit_to_the_composed_routes(r
       np.mean([e for e, a in zip(exact, atomic) if not a]))
 
 
+def test_decoupled_compositions_train_separate_output_rows(runner, tmp_path):
+  """+DC on compositions trains a decoupled bank (twice the tied rows' parameters) under the
+  same fit criterion; the composition configs other than the requests study leave it out."""
+  c = smoke_config("tokmem_requests_compose").compose
+  c.update(procedures=4, num_atomic=2, train_pairs=4, test_pairs=2, num_train=1, num_test=1)
+  procedures, train, test = C.data(c)
+  settings = smoke_config("tokmem_requests_compose").train
+  settings.update(epochs=1, fit_routing=1.0, fit_max_epochs=1, lr=0.1)
+  out = C.tokmem_decoupled(runner, procedures, train, test, settings, 0, str(tmp_path))
+  assert out["trainable_params"] == 2 * 4 * runner.lm.spec.d_model
+  assert out["train_epochs"] == 1 and np.isfinite(out["final_loss"])
+  assert 0 <= out["train_routing"] <= 1 and 0 <= out["routing_accuracy"] <= 1
+  assert "tokmem_decoupled" not in smoke_config("tokmem_compose").compose.methods
+
+
 def test_route_breakdown_counts_first_steps_and_each_kind_of_query():
   """Scripted emissions (ids 100-102 are memories 0-2 of a 100-token vocabulary): an
   atomic query right, one with a memory too many, a composed one right, one with only its

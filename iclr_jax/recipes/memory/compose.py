@@ -4,7 +4,8 @@
 "<name i> then <name j>: <input>" is answered on two lines, procedure i's output and then
 procedure j applied to it. Every trained method sees the atomic training examples of every
 procedure plus the examples of the training pairs; all are scored on held-out pairs (pairs
-never trained on, fresh inputs). `tokmem_adapted` follows the paper's two rounds: the first
+never trained on, fresh inputs). `tokmem_decoupled` is TokMem with separate input and
+output rows (+DC). `tokmem_adapted` follows the paper's two rounds: the first
 half of the procedures' rows trained together with a LoRA, which is then merged and frozen, and
 the second half's rows trained alone. TokMem's rows are `[query, m_i, step 1, m_j, "\\n" step 2,
 end]`, so it has to emit both memory tokens, in order, on its own.
@@ -181,15 +182,25 @@ def bm25(runner, procedures, train, test, settings, seed, ckpt_dir):
                         retriever="bm25")
 
 
-def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
+def _tokmem(runner, procedures, train, test, settings, seed, ckpt_dir, *, decoupled):
   reg = memory.MemoryRegistry(runner.vocab_size)
   ids = reg.add_round([p.name for p in procedures])
   embedding = runner.lm.params["embed"]["embedding"][...]
   routing, breakdown = _routing_probe(runner, train, ids)
-  bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids),
-                         memory.init_bank(jax.random.key(seed), embedding, len(ids)),
-                         settings, seed, ckpt_dir, routing)
+  bank0 = memory.init_bank(jax.random.key(seed), embedding, len(ids), decoupled=decoupled)
+  bank, log = M.fit_rows(runner, M.task_rows(runner, train, ids), bank0, settings, seed,
+                         ckpt_dir, routing)
   return {**_score_bank(runner, test, bank, ids), **log, **breakdown}
+
+
+def tokmem(runner, procedures, train, test, settings, seed, ckpt_dir):
+  return _tokmem(runner, procedures, train, test, settings, seed, ckpt_dir, decoupled=False)
+
+
+def tokmem_decoupled(runner, procedures, train, test, settings, seed, ckpt_dir):
+  """TokMem with separate input and output rows (the paper's +DC): the output rows decide
+  the routing, the input rows steer the answer."""
+  return _tokmem(runner, procedures, train, test, settings, seed, ckpt_dir, decoupled=True)
 
 
 def _routes(runner, outputs, ids) -> list[tuple[int, ...]]:
@@ -288,7 +299,8 @@ def _score_bank(runner, test, bank, ids):
   oracle = score(runner, forced, test)
   return dict(metrics, oracle_exact_match=oracle["exact_match"],
               oracle_final_exact_match=oracle["final_exact_match"],
-              trainable_params=int(bank.inputs.size), eval_seconds=time.time() - start,
+              trainable_params=sum(int(x.size) for x in jax.tree.leaves(bank)),
+              eval_seconds=time.time() - start,
               prompt_tokens=float(np.mean([len(p) for p in prompts])))
 
 
@@ -304,8 +316,8 @@ def lora(runner, procedures, train, test, settings, seed, ckpt_dir):
 
 
 METHODS = {f.__name__: f for f in (query_only, instruction_fewshot, tfidf, bm25,
-                                   instruction_chained, tfidf_chained, tokmem, tokmem_adapted,
-                                   lora)}
+                                   instruction_chained, tfidf_chained, tokmem, tokmem_decoupled,
+                                   tokmem_adapted, lora)}
 
 
 def data(c):
