@@ -53,6 +53,11 @@ class MemoryBank:
   def output_rows(self) -> jax.Array:
     return self.inputs if self.outputs is None else self.outputs
 
+  @property
+  def num_params(self) -> int:
+    """Trainable numbers: l × d tied, 2 × l × d decoupled."""
+    return sum(int(x.size) for x in jax.tree.leaves(self))
+
 
 def check_bank(bank: MemoryBank, dim: int) -> None:
   """Raise a ValueError unless `bank` holds [l, dim] rows (l >= 1) on both sides."""

@@ -86,6 +86,8 @@ def test_init_bank_matches_the_vocabulary_statistics(rng):
   np.testing.assert_allclose(np.asarray(bank.inputs).std(0), np.asarray(table).std(0),
                              rtol=0.05)
   chex.assert_trees_all_equal(bank.inputs, bank.outputs)
+  assert bank.num_params == 2 * 4000 * D
+  assert memory.init_bank(jax.random.key(0), table, 7).num_params == 7 * D
 
 
 def test_registry_rounds_and_errors():

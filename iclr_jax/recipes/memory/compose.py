@@ -299,7 +299,7 @@ def _score_bank(runner, test, bank, ids):
   oracle = score(runner, forced, test)
   return dict(metrics, oracle_exact_match=oracle["exact_match"],
               oracle_final_exact_match=oracle["final_exact_match"],
-              trainable_params=sum(int(x.size) for x in jax.tree.leaves(bank)),
+              trainable_params=bank.num_params,
               eval_seconds=time.time() - start,
               prompt_tokens=float(np.mean([len(p) for p in prompts])))
 

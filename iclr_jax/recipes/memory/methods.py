@@ -245,8 +245,8 @@ def _tokmem(runner, procedures, settings, seed, ckpt_dir, *, decoupled):
   bank0 = memory.init_bank(jax.random.key(seed), runner.lm.params["embed"]["embedding"][...],
                            len(ids), decoupled=decoupled)
   bank, log = fit_bank(runner, procedures, ids, bank0, settings, seed, ckpt_dir)
-  params = sum(int(x.size) for x in jax.tree.leaves(bank))
-  return dict(evaluate_tokmem(runner, procedures, bank, ids), trainable_params=params, **log)
+  return dict(evaluate_tokmem(runner, procedures, bank, ids), trainable_params=bank.num_params,
+              **log)
 
 
 def tokmem(runner, procedures, settings, seed, ckpt_dir):

@@ -66,11 +66,13 @@ def base_config(smoke: bool) -> ml_collections.ConfigDict:
                  soft_tokens=8, lora_lr=1e-3, lora_alpha=32.0, checkpoint_every=25,
                  fit_routing=0.0, fit_max_epochs=3, retrieve_from="names")
   c.continual = dict(rounds=3, per_round=20)
-  # two-step compositions (procedures = 0: none); see recipes/memory/compose.py; +DC
-  # (tokmem_decoupled) is named only where a config asks for it
+  # two-step compositions (procedures = 0: none); see recipes/memory/compose.py for all
+  # methods (tokmem_decoupled is named only where a config asks for it)
   c.compose = dict(procedures=0, max_ops=1, num_atomic=4, train_pairs=60, test_pairs=20,
                    num_train=2, num_test=2, seed=0, max_new_tokens=48,
-                   methods=tuple(m for m in C.METHODS if m != "tokmem_decoupled"))
+                   methods=("query_only", "instruction_fewshot", "tfidf", "bm25",
+                            "instruction_chained", "tfidf_chained", "tokmem", "tokmem_adapted",
+                            "lora"))
   c.eval_batch_size = 32
   c.max_new_tokens = 24
   if smoke:
