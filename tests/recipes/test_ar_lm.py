@@ -65,6 +65,7 @@ def test_rerun_on_finished_workdir_resumes_without_training(smoke_run):
   np.testing.assert_allclose(again["loss"], final["loss"], rtol=1e-6)
 
 
+@pytest.mark.slow  # end-to-end; the default run keeps its siblings
 def test_race_lm_smoke_and_sweep_points(repo_root, tmp_path):
   module = config_module(repo_root, "race_lm")
   config = module.get_config("smoke")

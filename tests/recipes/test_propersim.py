@@ -20,6 +20,7 @@ def _config(**overrides):
   return c
 
 
+@pytest.mark.slow  # end-to-end; the default run keeps its siblings
 def test_smoke_study_orders_oracle_over_learner_over_random(tmp_path):
   c = _config(variants=("proper", "random", "oracle"), days=3, personas=4)
   c.dpo.steps = 20

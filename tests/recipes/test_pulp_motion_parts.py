@@ -59,6 +59,7 @@ def test_captions_and_statistics(pairs):
   assert len(train.moves) == len(train.human.lengths)
 
 
+@pytest.mark.slow  # end-to-end; the default run keeps its siblings
 def test_autoencoder_trains_reloads_and_its_latents_keep_w(pairs, tmp_path):
   train, test, _, _, _ = pairs
   cfg = ml_collections.ConfigDict(dict(

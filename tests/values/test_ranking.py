@@ -60,6 +60,7 @@ class TestJitAndVmap(chex.TestCase):
     chex.assert_trees_all_close(batched[1], -batched[0], atol=1e-5)
 
 
+@pytest.mark.slow  # many bootstrap refits; the default run keeps the fit's own tests
 def test_bootstrap_intervals_cover_the_true_strengths():
   """200 simulated studies of 400 comparisons among 5 values: the 95% percentile intervals
   cover the true (mean-zero) log-strengths 93–97% of the time."""
