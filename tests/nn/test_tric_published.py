@@ -213,7 +213,7 @@ def test_padding_is_invisible_and_counterfactual_leaves_the_output(rng):
     np.testing.assert_allclose(r2[0, :13], r[0, :13], atol=2e-5)
 
 
-@pytest.mark.slow  # end-to-end; the default run keeps its siblings
+@pytest.mark.slow  # trains every ablation; the NumPy checks above stay in the default run
 def test_every_ablation_runs_and_trains_with_finite_gradients(rng):
   x, t, text, tl, fl = _inputs(rng)
   schedule = gaussian.gaussian_schedule("cosine", 20)
