@@ -31,6 +31,20 @@ def test_top_p_matches_brute_force(top_p, rng):
   assert np.isfinite(got).sum(-1).min() >= 1
 
 
+@pytest.mark.parametrize("top_p", [0.3, 0.9, 1.0])
+def test_traced_top_p_equals_concrete(top_p, rng):
+  # A tail far below float32's resolution of the total mass: its mass before reaches 1.0,
+  # so a traced top_p of 1 must keep it by the same rule as a concrete 1 (everything).
+  logits = np.concatenate([rng.normal(size=(4, 8)) * 2, np.full((4, 40), -40.0)], axis=1)
+  x = jnp.asarray(logits, jnp.float32)
+  traced = np.asarray(jax.jit(lambda p: top_p_filter(x, top_p=p))(top_p))
+  np.testing.assert_array_equal(traced, np.asarray(top_p_filter(x, top_p=top_p)))
+  if top_p == 1.0:
+    np.testing.assert_array_equal(traced, logits.astype(np.float32))
+  else:
+    np.testing.assert_array_equal(np.isfinite(traced), np.isfinite(np_top_p(logits, top_p)))
+
+
 def test_sampling_frequencies_follow_the_filtered_distribution():
   logits = jnp.log(jnp.asarray([0.5, 0.3, 0.15, 0.05]))
   keys = jax.random.split(jax.random.key(0), 20000)
