@@ -10,7 +10,9 @@ token-by-token `eval` loop after the prefill), stop tokens ignored; median of re
 a compiling / warm-up run.
 
   python experiments/bench_llm.py [--dtypes=float32,bfloat16,quantized --batches=1,8,32
-      --prompts=128,1024 --new_tokens=64 --repeats=2]
+      --prompts=128,1024 --new_tokens=64 --repeats=2 --sampled]
+--sampled adds our decode with sampling (temperature and top_p traced, as `generate_ids`
+runs it) beside greedy.
 Needs the bench extra for the llama.cpp column (pip install -e '.[llm,bench]').
 Writes bench_results/llm.json and prints a table.
 """
@@ -34,6 +36,9 @@ _BATCHES = flags.DEFINE_list("batches", ["1", "8", "32"], "Batch sizes (ours).")
 _PROMPTS = flags.DEFINE_list("prompts", ["128", "1024"], "Prompt lengths in tokens.")
 _NEW = flags.DEFINE_integer("new_tokens", 64, "Decoded tokens per timed run.")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs (median reported).")
+_SAMPLED = flags.DEFINE_bool("sampled", False,
+                             "Ours also with sampling (temperature 1, top_p 1, both traced "
+                             "as `generate_ids` passes them), beside greedy.")
 _LLAMA = flags.DEFINE_bool("llama_cpp", True, "Also time llama.cpp (needs llama-cpp-python).")
 _THREADS = flags.DEFINE_integer("threads", 2, "llama.cpp threads.")
 _OUT = flags.DEFINE_string("out", "bench_results/llm.json", "JSON output.")
@@ -50,7 +55,8 @@ def _prompt_ids(tokenizer, batch: int, length: int) -> list[list[int]]:
   return [ids[i * 997:i * 997 + length] for i in range(batch)]
 
 
-def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
+def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int,
+             sampled: bool = False) -> dict:
   """Times `nn.functional.decode`, the function `generate_ids` runs, with one cache capacity
   for the 1-token and the (new+1)-token run, so their difference is the decode loop alone
   (with `generate_ids` the capacities differ and so do the prefills)."""
@@ -63,14 +69,18 @@ def run_ours(dtype: str, batch: int, prompt: int, new: int, repeats: int) -> dic
   tokens = jax.numpy.asarray(np.array(_prompt_ids(lm.tokenizer, batch, prompt), np.int32))
   lengths = jax.numpy.full((batch,), prompt, jax.numpy.int32)
   capacity = -(-(prompt + new + 1) // 64) * 64
-  run = jax.jit(lambda params, n: decode(  # noqa: E731
-      lm.functions, params, tokens, lengths, jax.random.key(0), max_new_tokens=n,
-      capacity=capacity, temperature=0.0, cache_dtype=lm.dtype), static_argnums=1,
-      compiler_options=DECODE_COMPILER_OPTIONS)
-  gen = lambda n: jax.block_until_ready(run(lm.params, n))  # noqa: E731
+
+  def decode_fn(params, n, temperature, top_p):  # traced temperature and top_p when sampled
+    return decode(lm.functions, params, tokens, lengths, jax.random.key(0), max_new_tokens=n,
+                  capacity=capacity, temperature=temperature if sampled else 0.0,
+                  top_p=top_p if sampled else 1.0, cache_dtype=lm.dtype)
+  run = jax.jit(decode_fn, static_argnums=1, compiler_options=DECODE_COMPILER_OPTIONS)
+  one = jax.numpy.float32(1.0)
+  gen = lambda n: jax.block_until_ready(run(lm.params, n, one, one))  # noqa: E731
   t1 = cli.median_seconds(lambda: gen(1), repeats)
   tn = cli.median_seconds(lambda: gen(new + 1), repeats)
   return {"impl": "iclr_jax", "dtype": dtype, "batch": batch, "prompt": prompt,
+          "decoding": "sampled" if sampled else "greedy",
           "prefill_tok_s": batch * prompt / t1,
           # NaN when the difference drowns in timing noise (too few new tokens to measure).
           "decode_tok_s": batch * new / (tn - t1) if tn > t1 else float("nan")}
@@ -105,7 +115,8 @@ def _one(spec: dict) -> None:
   if spec["impl"] == "llama.cpp":
     row = run_llama_cpp(spec["prompt"], spec["new"], spec["repeats"], spec["threads"])
   else:
-    row = run_ours(spec["dtype"], spec["batch"], spec["prompt"], spec["new"], spec["repeats"])
+    row = run_ours(spec["dtype"], spec["batch"], spec["prompt"], spec["new"], spec["repeats"],
+                   spec.get("sampled", False))
   row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   print("ROW " + json.dumps(row), flush=True)
 
@@ -118,7 +129,9 @@ def _specs() -> list[dict]:
       specs.append(dict(impl="llama.cpp", prompt=prompt, batch=1, dtype="Q4_1", **common))
     for dtype in _DTYPES.value:
       for batch in map(int, _BATCHES.value):
-        specs.append(dict(impl="iclr_jax", dtype=dtype, batch=batch, prompt=prompt, **common))
+        for sampled in (False, True) if _SAMPLED.value else (False,):
+          specs.append(dict(impl="iclr_jax", dtype=dtype, batch=batch, prompt=prompt,
+                            sampled=sampled, **common))
   return specs
 
 
@@ -148,12 +161,14 @@ def main(argv):
     rows.append(json.loads(lines[-1][4:]))
     print(json.dumps(rows[-1]), flush=True)
   add_ratios(rows)
-  print(f"\n{'impl':>10} {'dtype':>10} {'batch':>6} {'prompt':>7} {'prefill tok/s':>14} "
+  print(f"\n{'impl':>10} {'dtype':>10} {'decoding':>9} {'batch':>6} {'prompt':>7} "
+        f"{'prefill tok/s':>14} "
         f"{'decode tok/s':>13} {'prefill ×':>10} {'decode ×':>9} {'peak RSS MB':>12}")
   for r in rows:
     ratios = "".join(f"{r[k]:>10.2f}" if k in r else f"{'-':>10}"
                      for k in ("prefill_vs_llama_cpp", "decode_vs_llama_cpp"))
-    print(f"{r['impl']:>10} {r['dtype']:>10} {r['batch']:>6} {r['prompt']:>7} "
+    print(f"{r['impl']:>10} {r['dtype']:>10} {r.get('decoding', 'greedy'):>9} "
+          f"{r['batch']:>6} {r['prompt']:>7} "
           f"{r['prefill_tok_s']:14.0f} {r['decode_tok_s']:13.1f}{ratios} "
           f"{r['peak_rss_mb']:12.0f}")
   print("× : total tokens/s over llama.cpp's single stream at the same prompt length, "
