@@ -154,6 +154,40 @@ def test_a_policy_resumed_after_an_epoch_equals_an_uninterrupted_one(lm, tmp_pat
   assert losses_b == losses and len(losses) == 4
 
 
+def test_learning_rate_choice_and_rows_at_another_rate():
+  rows = [dict(learning_rate=2e-4, win_rate=0.44), dict(learning_rate=6e-5, win_rate=0.53),
+          dict(learning_rate=2e-5, win_rate=0.53), dict(learning_rate=1e-3, win_rate=0.31)]
+  assert C.pick_learning_rate(rows) == 2e-5  # the tie goes to the smaller rate
+  assert C.pick_learning_rate(rows[:2] + rows[3:]) == 6e-5
+  with pytest.raises(ValueError, match="no tuning rows"):
+    C.pick_learning_rate([])
+  done = [dict(variant="dpo:cw", seed=0, learning_rate=2e-4)]
+  C._check_rows_rates(done, {"dpo": 2e-4, "ipo": 6e-5})
+  with pytest.raises(ValueError, match=r"dpo:cw \(seed 0\) trained at learning rate 0.0002, "
+                     "but dpo now uses 6e-05"):
+    C._check_rows_rates(done, {"dpo": 6e-5})
+
+
+def test_validation_set_is_held_out_and_scored_by_the_rubric(lm, tmp_path):
+  config = smoke_config("cwpo_llm")
+  config.tune.validation_prompts = 12
+  held = D.build_validation(lm, config, str(tmp_path))
+  train, test = D._drawn(config.data)
+  used = {i.prompt for i in train + test}
+  assert len(held) == 12 and not used & {h["instruction"]["prompt"] for h in held}
+  for h in held:
+    inst = D.V.Instruction.from_json(h["instruction"])
+    assert h["prompt_ids"] == D.prompt_ids(lm, inst)
+    assert h["reference_score"] == D.V.rubric(inst, h["reference"])
+  assert D.build_validation(lm, config, str(tmp_path)) == held  # read back, not redrawn
+  config.tune.seed = 5
+  with pytest.raises(ValueError, match="validation.json was built with settings"):
+    D.build_validation(lm, config, str(tmp_path))
+  config.data.families, config.tune.validation_prompts = ("bullets",), 40
+  with pytest.raises(ValueError, match="config.tune.validation_prompts=40: could not draw"):
+    D.build_validation(lm, config, str(tmp_path / "few"))
+
+
 @pytest.mark.slow
 def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
   config = smoke_config("cwpo_llm")
@@ -163,6 +197,13 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
   rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
   assert [(r["variant"], r["seed"]) for r in rows] == [("dpo:human_all", 0), ("rdpo:cw", 0)]
   assert all(0.0 <= r["win_rate"] <= 1.0 for r in rows)
+  tune = [json.loads(x) for x in (tmp_path / "tune.jsonl").read_text().splitlines()]
+  assert sorted((r["objective"], r["learning_rate"]) for r in tune) == [
+      ("dpo", 2e-4), ("dpo", 1e-3), ("rdpo", 2e-4), ("rdpo", 1e-3)]
+  for r in rows:  # each variant trains at its objective's best validation rate
+    objective = r["variant"].split(":")[0]
+    assert r["learning_rate"] == C.pick_learning_rate(
+        [t for t in tune if t["objective"] == objective])
   data = json.loads((tmp_path / "data.json").read_text())
   for p in data["pairs"]:  # stored gold labels are the rubric's
     inst = D.V.Instruction.from_json(p["instruction"])

@@ -54,6 +54,7 @@ from iclr_jax.train.study import Study
 OBJECTIVES = ("dpo", "ipo", "rdpo", "simpo")
 LABELS = ("human_all", "human_subset", "weak", "cw", "judge", "cw_judge")
 STUDY_KEY = ("variant", "fraction", "seed")
+TUNE_KEY = ("objective", "learning_rate")
 
 
 def parse_variant(variant: str) -> tuple[str, str]:
@@ -153,11 +154,14 @@ def training_set(labels: str, human, subset, weak: dict) -> tuple[np.ndarray, np
   return idx, chosen_a, np.concatenate([np.ones(len(subset)), w_rest])
 
 
-def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, seed, path):
-  """LoRA adapters after `config.policy.epochs` passes (resumed per epoch from `path`)."""
+def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, seed, path,
+                 learning_rate: float | None = None):
+  """LoRA adapters after `config.policy.epochs` passes (resumed per epoch from `path`), at
+  `learning_rate` (None: `config.policy.learning_rate`)."""
   p = config.policy
+  lr = float(p.learning_rate if learning_rate is None else learning_rate)
   optimizer, step, _ = _policy_functions(
-      lm.functions, objective, float(p.learning_rate), float(p.alpha), float(p.beta),
+      lm.functions, objective, lr, float(p.alpha), float(p.beta),
       float(p.label_noise), float(p.simpo_beta), float(p.simpo_gamma))
   adapters = init_lora(jax.random.key(seed), lm.params, [QKV_KERNELS], rank=p.rank)
   opt_state, start, losses = optimizer.init(adapters), 0, []
@@ -205,6 +209,47 @@ def evaluate(lm, adapters, tests, config) -> dict:
               score=float(scores.mean()), reference_score=float(ref.mean()))
 
 
+def pick_learning_rate(rows) -> float:
+  """The learning rate of the row with the highest validation win rate (a tie goes to the
+  smaller rate, the policy nearer the reference)."""
+  if not rows:
+    raise ValueError("no tuning rows to choose a learning rate from")
+  return float(max(rows, key=lambda r: (r["win_rate"], -r["learning_rate"]))["learning_rate"])
+
+
+def tuned_learning_rates(lm, data, refs, config, workdir) -> dict[str, float]:
+  """Per objective of `config.variants`, its policy learning rate: with
+  `config.tune.learning_rates` empty, `config.policy.learning_rate`; otherwise the rate whose
+  policy trained on every human label (seed 0's annotator draw) has the highest gold win
+  rate on the validation instructions (`cwpo_llm_data.build_validation`), so each
+  objective's 100%-human baseline gets its best rate and every variant of it uses that rate.
+  Each (objective, rate) is a unit of tune.jsonl, skipped once done."""
+  objectives = sorted({parse_variant(v)[0] for v in config.variants})
+  rates = [float(r) for r in config.tune.learning_rates]
+  if not rates:
+    return {o: float(config.policy.learning_rate) for o in objectives}
+  validation = data_lib.build_validation(lm, config, workdir)
+  study = Study(workdir, key=TUNE_KEY, filename="tune.jsonl")
+  _, human, _ = data_lib.labels(data, seed=0, flip_rate=config.flip_rate,
+                                human_fraction=config.fractions[0])
+  idx, chosen_a, weights = training_set("human_all", human, None, {})
+  for objective in objectives:
+    for lr in rates:
+      if study.done(objective=objective, learning_rate=lr):
+        continue
+      t0 = time.time()
+      adapters, losses = train_policy(
+          lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
+          learning_rate=lr, path=os.path.join(workdir, "tune", f"{objective}_lr{lr:g}.npz"))
+      row = dict(objective=objective, learning_rate=lr, loss_last=float(np.mean(losses[-5:])),
+                 **evaluate(lm, adapters, validation, config), seconds=time.time() - t0)
+      study.record([row])
+      logging.info("tune %s lr %g: validation win rate %.3f, score %.3f (%.0f s)", objective,
+                   lr, row["win_rate"], row["score"], row["seconds"])
+  return {o: pick_learning_rate([r for r in study.rows if r["objective"] == o
+                                 and r["learning_rate"] in rates]) for o in objectives}
+
+
 def _check_config(config):
   for v in config.variants:
     parse_variant(v)
@@ -215,6 +260,17 @@ def _check_config(config):
     raise ValueError(f"config.seeds must be >= 1, got {config.seeds}")
   if not 0.0 <= config.flip_rate < 0.5:
     raise ValueError(f"config.flip_rate must be in [0, 0.5), got {config.flip_rate}")
+
+
+def _check_rows_rates(rows, rates):
+  """Finished rows must be at the rate their objective uses now (a changed tuning grid or
+  result would otherwise mix rates in one table)."""
+  for r in rows:
+    objective = parse_variant(r["variant"])[0]
+    if objective in rates and r.get("learning_rate") != rates[objective]:
+      raise ValueError(f"results.jsonl holds {r['variant']} (seed {r['seed']}) trained at "
+                       f"learning rate {r.get('learning_rate')}, but {objective} now uses "
+                       f"{rates[objective]}; use another workdir")
 
 
 def annotate(lm, data, config, workdir, fraction, seed, judge):
@@ -250,6 +306,8 @@ def train_and_evaluate(config, workdir: str):
     with open(judge_path, "w", encoding="utf-8") as f:
       json.dump(margins.tolist(), f)
   judge = ann.weak_labels(margins)
+  rates = tuned_learning_rates(lm, data, refs, config, workdir)
+  _check_rows_rates(study.rows, rates)
   for fraction in config.fractions:
     for seed in range(config.seeds):
       todo = [v for v in config.variants
@@ -265,11 +323,13 @@ def train_and_evaluate(config, workdir: str):
         t0 = time.time()
         objective, labels = parse_variant(variant)
         idx, chosen_a, weights = training_set(labels, human, subset, weak)
+        lr = rates[objective]
+        name = f"{variant.replace(':', '_')}_f{fraction:g}_s{seed}_lr{lr:g}.npz"
         adapters, losses = train_policy(
             lm, pairs, refs, idx, chosen_a, weights, objective, config, seed=seed,
-            path=os.path.join(workdir, "policies", f"{variant.replace(':', '_')}_f"
-                              f"{fraction:g}_s{seed}.npz"))
-        row = dict(variant=variant, fraction=fraction, seed=seed, pairs=len(idx),
+            learning_rate=lr, path=os.path.join(workdir, "policies", name))
+        row = dict(variant=variant, fraction=fraction, seed=seed, learning_rate=lr,
+                   pairs=len(idx),
                    label_accuracy=float(np.mean(chosen_a == gold[idx])),
                    mean_weight=float(np.mean(weights)), loss_first=losses[0],
                    loss_last=float(np.mean(losses[-5:])),
@@ -277,6 +337,8 @@ def train_and_evaluate(config, workdir: str):
         study.record([row])
         logging.info("%s fraction %g seed %d: win rate %.3f, score %.3f (%.0f s)", variant,
                      fraction, seed, row["win_rate"], row["score"], row["seconds"])
-  summary = report.write(workdir, study.rows, notes.rows, data["stats"], config)
+  tune = Study(workdir, key=TUNE_KEY, filename="tune.jsonl").rows
+  summary = report.write(workdir, study.rows, notes.rows, data["stats"], config, tune=tune,
+                         rates=rates)
   logging.info("total %.0f s", time.time() - t_start)
   return summary

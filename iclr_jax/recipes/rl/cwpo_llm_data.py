@@ -26,6 +26,7 @@ from absl import logging
 from iclr_jax.datasets import verifiable as V
 
 DATA_FILE = "data.json"
+VALIDATION_FILE = "validation.json"
 
 
 def prompt_ids(lm, inst: V.Instruction) -> list[int]:
@@ -54,6 +55,71 @@ def _decode(lm, ids):
   return lm.tokenizer.decode(ids[:-1] if ids and ids[-1] == close else ids)
 
 
+def _with_reference(lm, insts, d, *, what: str) -> list[dict[str, Any]]:
+  """Held-out instructions with the reference's greedy reply and its rubric score."""
+  ids = [prompt_ids(lm, inst) for inst in insts]
+  greedy = _generate(lm, ids, max_new_tokens=d.max_new_tokens, temperature=0.0,
+                     key=jax.random.key(d.seed), batch_size=d.batch_size, what=what)
+  out = []
+  for inst, p, r in zip(insts, ids, greedy):
+    text = _decode(lm, r)
+    out.append(dict(instruction=inst.to_json(), prompt_ids=p, reference=text,
+                    reference_score=V.rubric(inst, text)))
+  return out
+
+
+def _drawn(d) -> tuple[list[V.Instruction], list[V.Instruction]]:
+  """The (train, test) instructions of data settings `d`."""
+  drawn = V.instructions(d.train_prompts + d.test_prompts, seed=d.seed,
+                         families=tuple(d.families))
+  order = np.random.default_rng(d.seed).permutation(len(drawn))
+  return ([drawn[i] for i in order[:d.train_prompts]],
+          [drawn[i] for i in order[d.train_prompts:]])
+
+
+def build_validation(lm, config, workdir: str) -> list[dict[str, Any]]:
+  """validation.json's held-out instructions (for choosing the policies' learning rate), in
+  the test set's format, generating them on the first call (host-side).
+
+  Drawn with `config.tune.seed` and kept only where the prompt is in neither the training
+  nor the test instructions; the first `config.tune.validation_prompts` of those in draw
+  order (families in turn, so families with few distinct prompts, mostly used up by
+  training, are rarer here).
+  """
+  d, t = config.data, config.tune
+  spec = dict(prompts=int(t.validation_prompts), seed=int(t.seed), data=d.to_dict())
+  spec = json.loads(json.dumps(spec))
+  path = os.path.join(workdir, VALIDATION_FILE)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      held = json.load(f)
+    if held.get("spec") != spec:
+      raise ValueError(f"{path} was built with settings {held.get('spec')}, not {spec}; use "
+                       "another workdir")
+    return held["validation"]
+  if t.validation_prompts < 1:
+    raise ValueError(f"config.tune.validation_prompts must be >= 1, got "
+                     f"{t.validation_prompts}")
+  train, test = _drawn(d)
+  used = {i.prompt for i in train + test}
+  try:
+    drawn = V.instructions(4 * t.validation_prompts, seed=t.seed, families=tuple(d.families))
+  except ValueError:  # families with few distinct prompts
+    drawn = []
+  fresh = [i for i in drawn if i.prompt not in used]
+  if len(fresh) < t.validation_prompts:
+    raise ValueError(f"config.tune.validation_prompts={t.validation_prompts}: could not draw "
+                     "that many instructions outside the training and test sets "
+                     f"({len(fresh)} of {4 * t.validation_prompts} drawn); ask for fewer")
+  held = dict(spec=spec, validation=_with_reference(
+      lm, fresh[:t.validation_prompts], d, what="reference on validation"))
+  os.makedirs(workdir, exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(held, f)
+  os.replace(path + ".tmp", path)
+  return held["validation"]
+
+
 def build(lm, config, workdir: str) -> dict[str, Any]:
   """data.json's content, generating it on the first call (host-side)."""
   d = config.data
@@ -67,11 +133,7 @@ def build(lm, config, workdir: str) -> dict[str, Any]:
                        f"{spec}; use another workdir")
     return data
   t0 = time.time()
-  drawn = V.instructions(d.train_prompts + d.test_prompts, seed=d.seed,
-                         families=tuple(d.families))
-  order = np.random.default_rng(d.seed).permutation(len(drawn))
-  train = [drawn[i] for i in order[:d.train_prompts]]
-  test = [drawn[i] for i in order[d.train_prompts:]]
+  train, test = _drawn(d)
   key = jax.random.key(d.seed)
   ids = [prompt_ids(lm, inst) for inst in train]
   replies = _generate(lm, ids + ids, max_new_tokens=d.max_new_tokens,
@@ -87,14 +149,7 @@ def build(lm, config, workdir: str) -> dict[str, Any]:
       continue
     pairs.append(dict(instruction=inst.to_json(), prompt_ids=ids[i], a_ids=a, b_ids=b,
                       a=ta, b=tb, score_a=sa, score_b=sb, gold=int(sa > sb)))
-  test_ids = [prompt_ids(lm, inst) for inst in test]
-  greedy = _generate(lm, test_ids, max_new_tokens=d.max_new_tokens, temperature=0.0,
-                     key=key, batch_size=d.batch_size, what="reference on test")
-  tests = []
-  for inst, p, r in zip(test, test_ids, greedy):
-    text = _decode(lm, r)
-    tests.append(dict(instruction=inst.to_json(), prompt_ids=p, reference=text,
-                      reference_score=V.rubric(inst, text)))
+  tests = _with_reference(lm, test, d, what="reference on test")
   data = dict(spec=json.loads(json.dumps(spec)), pairs=pairs, test=tests,
               stats=dict(train_prompts=len(train), pairs=len(pairs), ties=ties,
                          reference_test_score=float(np.mean([t["reference_score"]

@@ -24,11 +24,13 @@ def _annotator_rows(notes):
   return out
 
 
-def tables(rows, notes, stats) -> dict[str, Any]:
-  policy = mean_std(rows, by=("variant", "fraction"),
+def tables(rows, notes, stats, tune=(), rates=None) -> dict[str, Any]:
+  policy = mean_std(rows, by=("variant", "fraction", "learning_rate"),
                     metrics=("win_rate", "score", "label_accuracy", "mean_weight", "pairs",
                              "seconds"))
-  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats)
+  tune = [dict(r, chosen=bool(rates) and rates.get(r["objective"]) == r["learning_rate"])
+          for r in sorted(tune, key=lambda r: (r["objective"], r["learning_rate"]))]
+  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats, tune=tune)
 
 
 def markdown(table) -> str:
@@ -37,7 +39,8 @@ def markdown(table) -> str:
           f"{d['train_prompts']} dropped); reference mean rubric score on the test "
           f"instructions {d['reference_test_score']:.3f}.\n\n")
   policy = markdown_table(table["policy"], [
-      ("variant", "{variant}"), ("human fraction", "{fraction:g}"), ("seeds", "{seeds}"),
+      ("variant", "{variant}"), ("human fraction", "{fraction:g}"),
+      ("learning rate", "{learning_rate:g}"), ("seeds", "{seeds}"),
       ("pairs", "{pairs:.0f}"), ("label accuracy", "{label_accuracy:.3f}"),
       ("mean weight", "{mean_weight:.3f}"), ("win rate vs reference", pm("win_rate")),
       ("rubric score", pm("score")), ("seconds", "{seconds:.0f}")])
@@ -47,8 +50,17 @@ def markdown(table) -> str:
       ("weak label accuracy", pm("accuracy")),
       ("by confidence quartile (low → high)",
        lambda r: ", ".join(f"{a:.2f}" for a in r["by_confidence"]))])
-  return head + policy + "\n\nAnnotators on the pairs they label (gold agreement):\n\n" + (
+  out = head + policy + "\n\nAnnotators on the pairs they label (gold agreement):\n\n" + (
       annotators)
+  if table["tune"]:
+    out += ("\n\nLearning rate per objective: its policy on every human label (seed 0) "
+            "scored on the validation instructions:\n\n" + markdown_table(table["tune"], [
+                ("objective", "{objective}"), ("learning rate", "{learning_rate:g}"),
+                ("validation win rate", "{win_rate:.3f}"), ("rubric score", "{score:.3f}"),
+                ("reference score", "{reference_score:.3f}"),
+                ("loss (last 5 steps)", "{loss_last:.3f}"), ("seconds", "{seconds:.0f}"),
+                ("chosen", lambda r: "yes" if r["chosen"] else "")]))
+  return out
 
 
 def plot(table, path: str) -> None:
@@ -75,9 +87,10 @@ def plot(table, path: str) -> None:
       ax.legend(fontsize=7)
 
 
-def write(workdir: str, rows, notes, stats, config) -> dict[str, Any]:
+def write(workdir: str, rows, notes, stats, config, *, tune=(), rates=None
+          ) -> dict[str, Any]:
   del config
-  table = tables(rows, notes, stats)
+  table = tables(rows, notes, stats, tune, rates)
   loop.write_json(workdir, "table.json", table)
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(markdown(table) + "\n")
