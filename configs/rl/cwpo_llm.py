@@ -4,6 +4,8 @@ for DPO, IPO, rDPO and SimPO (`iclr_jax/recipes/rl/cwpo_llm.py`).
 
 Run (see docs/rl.md for the time it takes and what ran):
   python experiments/train.py --config=configs/rl/cwpo_llm.py --workdir=runs/cwpo_llm
+Each objective's learning rate is first chosen on validation instructions (config.tune;
+tune.jsonl), then every variant of it trains at that rate.
 More human fractions (the plot's x axis):
   ... --config.fractions='(0.1,0.2,0.5)'
 Smoke (a random 2-layer model with SmolLM2's tokenizer; numbers mean nothing):

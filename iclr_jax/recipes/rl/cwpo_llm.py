@@ -9,7 +9,10 @@ Stages (each resumable in the workdir):
    flipped at `config.flip_rate`; a LoRA + Bradley–Terry reward model trained on the
    human-labelled subset labels the rest (`weak`, `cw`), and the zero-shot judge labels
    the rest too (`judge`, `cw_judge`); confidence |2σ(m) − 1|.
-3. Policies: a LoRA on the reference, trained with `objective` ∈ {dpo, ipo, rdpo, simpo}
+3. Learning rates (`tuned_learning_rates`): per objective, the rate of
+   `config.tune.learning_rates` whose policy on every human label (seed 0) has the highest
+   gold win rate on held-out validation instructions (validation.json, tune.jsonl).
+4. Policies: a LoRA on the reference, trained with `objective` ∈ {dpo, ipo, rdpo, simpo}
    (`rl` losses, π_ref = the reference) on the variant's pairs and weights, then scored on
    the test instructions: the gold rubric win rate of its greedy reply against the
    reference's (a tie counts one half), and its mean rubric score.
@@ -22,8 +25,9 @@ Variants are "objective:labels" with labels one of
 - `cw` / `cw_judge`: the same, the weak labels weighted by their confidence (human ones 1).
 The loss is Σ w·ℓ / (number of pairs in the batch), CW-PO's mean(C·ℓ).
 
-Outputs: data.json, annotators/, policies/<variant>_f<fraction>_s<seed>.npz (after each
-epoch), results.jsonl (a row per variant, fraction and seed; done units are skipped on a
+Outputs: data.json, validation.json, annotators/, tune/<objective>_lr<rate>.npz,
+tune.jsonl, policies/<variant>_f<fraction>_s<seed>_lr<rate>.npz (after each epoch),
+results.jsonl (a row per variant, fraction and seed; done units are skipped on a
 restart), annotators.jsonl, table.md / table.json and win_rate.png (`cwpo_llm_report.py`).
 """
 
