@@ -221,17 +221,18 @@ def pick_learning_rate(rows) -> float:
   return float(max(rows, key=lambda r: (r["win_rate"], -r["learning_rate"]))["learning_rate"])
 
 
-def tuned_learning_rates(lm, data, refs, config, workdir) -> dict[str, float]:
-  """Per objective of `config.variants`, its policy learning rate: with
+def tuned_learning_rates(lm, data, refs, config, workdir
+                         ) -> tuple[dict[str, float], list[dict]]:
+  """(per objective of `config.variants` its policy learning rate, the tuning rows): with
   `config.tune.learning_rates` empty, `config.policy.learning_rate`; otherwise the rate whose
   policy trained on every human label (seed 0's annotator draw) has the highest gold win
   rate on the validation instructions (`cwpo_llm_data.build_validation`), so each
   objective's 100%-human baseline gets its best rate and every variant of it uses that rate.
-  Each (objective, rate) is a unit of tune.jsonl, skipped once done."""
+  Each (objective, rate) is a unit of tune.jsonl (the rows returned), skipped once done."""
   objectives = sorted({parse_variant(v)[0] for v in config.variants})
   rates = [float(r) for r in config.tune.learning_rates]
   if not rates:
-    return {o: float(config.policy.learning_rate) for o in objectives}
+    return {o: float(config.policy.learning_rate) for o in objectives}, []
   validation = data_lib.build_validation(lm, config, workdir)
   study = Study(workdir, key=TUNE_KEY, filename="tune.jsonl")
   _, human, _ = data_lib.labels(data, seed=0, flip_rate=config.flip_rate,
@@ -250,8 +251,9 @@ def tuned_learning_rates(lm, data, refs, config, workdir) -> dict[str, float]:
       study.record([row])
       logging.info("tune %s lr %g: validation win rate %.3f, score %.3f (%.0f s)", objective,
                    lr, row["win_rate"], row["score"], row["seconds"])
-  return {o: pick_learning_rate([r for r in study.rows if r["objective"] == o
-                                 and r["learning_rate"] in rates]) for o in objectives}
+  rows = [r for r in study.rows if r["learning_rate"] in rates]
+  return {o: pick_learning_rate([r for r in rows if r["objective"] == o])
+          for o in objectives}, rows
 
 
 def _check_config(config):
@@ -310,7 +312,7 @@ def train_and_evaluate(config, workdir: str):
     with open(judge_path, "w", encoding="utf-8") as f:
       json.dump(margins.tolist(), f)
   judge = ann.weak_labels(margins)
-  rates = tuned_learning_rates(lm, data, refs, config, workdir)
+  rates, tune = tuned_learning_rates(lm, data, refs, config, workdir)
   _check_rows_rates(study.rows, rates)
   for fraction in config.fractions:
     for seed in range(config.seeds):
@@ -341,7 +343,6 @@ def train_and_evaluate(config, workdir: str):
         study.record([row])
         logging.info("%s fraction %g seed %d: win rate %.3f, score %.3f (%.0f s)", variant,
                      fraction, seed, row["win_rate"], row["score"], row["seconds"])
-  tune = Study(workdir, key=TUNE_KEY, filename="tune.jsonl").rows
   summary = report.write(workdir, study.rows, notes.rows, data["stats"], config, tune=tune,
                          rates=rates)
   logging.info("total %.0f s", time.time() - t_start)
