@@ -24,6 +24,7 @@ from iclr_jax.llm.evaluate import generative_perplexity, text_perplexity
 from iclr_jax.llm.gguf_file import LlamaSpec, read_blocks, read_checkpoint
 from iclr_jax.llm.model import (PretrainedLM, next_token_logprobs, pack_pairs, pack_replies,
                                 reply_logprobs)
+from iclr_jax.llm.pairs import PackedPairs, pack_shared_pairs, shared_pair_logprobs
 from iclr_jax.llm.protocol import LanguageModel, OpenAIClient
 from iclr_jax.llm.tokenizer import Tokenizer
 from iclr_jax.llm.weights import gguf_params, llama_functions
@@ -36,8 +37,9 @@ DTYPES = ("float32", "bfloat16")
 
 __all__ = ["DEFAULT_MODEL", "LanguageModel", "LlamaSpec", "OpenAIClient", "PretrainedLM",
            "Tokenizer", "default_gguf_path", "generative_perplexity", "load_pretrained",
-           "next_token_logprobs", "pack_pairs", "pack_replies", "random_pretrained",
-           "reply_logprobs", "text_perplexity"]
+           "PackedPairs", "next_token_logprobs", "pack_pairs", "pack_replies",
+           "pack_shared_pairs", "random_pretrained", "reply_logprobs", "shared_pair_logprobs",
+           "text_perplexity"]
 
 
 def default_gguf_path(name: str = DEFAULT_MODEL) -> str:

@@ -67,11 +67,17 @@ class SelfAttention(nnx.Module):
             v)
 
   def __call__(self, x: jax.Array, positions: jax.Array,
-               lengths: jax.Array | None = None) -> jax.Array:
+               lengths: jax.Array | None = None, mask: jax.Array | None = None) -> jax.Array:
     """`lengths` int [b] (softmax attention only): keys from position lengths[i] on are
-    padding that no query of row i attends to."""
+    padding that no query of row i attends to. `mask` bool [b, s, s] (softmax only):
+    mask[i, q, k] says whether query q of row i attends to key k, in place of the causal
+    mask (e.g. several replies packed after one shared prompt); every query needs a key."""
     q, k, v = self.project(x, positions)
-    if lengths is not None:
+    if mask is not None:
+      if not self.grouped_kernel or lengths is not None:
+        raise ValueError("an attention mask needs the 'softmax' kernel and no lengths")
+      o = jax.nn.dot_product_attention(q, k, v, mask=mask[:, None])
+    elif lengths is not None:
       if not self.grouped_kernel:
         raise ValueError("padding lengths need the 'softmax' attention kernel")
       o = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal,
@@ -143,8 +149,8 @@ class Block(nnx.Module):
     self.mlp = MLP(d_model, hidden, rngs=rngs, dtype=dtype, kind=mlp,
                    param_dtype=param_dtype)
 
-  def __call__(self, x, positions, lengths=None):
-    x = x + self.attn(self.norm1(x), positions, lengths)
+  def __call__(self, x, positions, lengths=None, mask=None):
+    x = x + self.attn(self.norm1(x), positions, lengths, mask)
     return x + self.mlp(self.norm2(x))
 
   def cached(self, x, positions, keys, values, slots=None, offset=None):
@@ -260,15 +266,27 @@ class DecoderLM(nnx.Module):
                            None if cache.slots is None else tuple(new_slots), cache.offsets)
     return self.final_norm(x), out, tuple(queries)
 
-  def hidden(self, tokens: jax.Array) -> jax.Array:
-    """The final-normalised hidden states [batch, seq, d_model] (the head's input)."""
-    return self.hidden_of_embeddings(self.embed_tokens(tokens))
+  def hidden(self, tokens: jax.Array, *, positions: jax.Array | None = None,
+             mask: jax.Array | None = None) -> jax.Array:
+    """The final-normalised hidden states [batch, seq, d_model] (the head's input); see
+    `hidden_of_embeddings` for `positions` and `mask`."""
+    return self.hidden_of_embeddings(self.embed_tokens(tokens), positions=positions,
+                                     mask=mask)
 
-  def hidden_of_embeddings(self, x: jax.Array) -> jax.Array:
-    """`hidden` from input embeddings x [batch, seq, d_model] (positions 0..seq-1)."""
-    positions = jnp.arange(x.shape[1])
+  def hidden_of_embeddings(self, x: jax.Array, *, positions: jax.Array | None = None,
+                           mask: jax.Array | None = None) -> jax.Array:
+    """`hidden` from input embeddings x [batch, seq, d_model]. By default token t sits at
+    position t under the causal mask; packed sequences give their own RoPE `positions` int
+    [batch, seq] and attention `mask` bool [batch, seq, seq] (query, key), both or neither."""
+    if (positions is None) != (mask is None):
+      raise ValueError("give both positions and mask, or neither")
+    b, s = x.shape[:2]
+    if mask is not None and (positions.shape != (b, s) or mask.shape != (b, s, s)):
+      raise ValueError(f"positions must be int [{b}, {s}] and mask bool [{b}, {s}, {s}], got "
+                       f"{positions.shape} and {mask.shape}")
+    positions = jnp.arange(s) if positions is None else positions
     for block in self.blocks:
-      x = block(x, positions)
+      x = block(x, positions, None, mask)
     return self.final_norm(x)
 
   def head_weights(self) -> tuple[jax.Array, None]:

@@ -92,3 +92,24 @@ def test_bad_sizes_are_clear_errors():
   with pytest.raises(ValueError, match="^attention must be one of"):
     DecoderLM(vocab_size=5, d_model=8, num_layers=1, num_heads=2, attention="nope",
               rngs=nnx.Rngs(0))
+
+
+def test_positions_and_mask_pack_two_sequences(rng):
+  """Two sequences sharing a prefix, packed in one row with their own positions and a mask,
+  give each sequence's hidden states exactly as when run alone."""
+  model = DecoderLM(vocab_size=40, d_model=16, num_layers=2, num_heads=4, num_kv_heads=2,
+                    mlp="swiglu", rngs=nnx.Rngs(2))
+  prefix, a, b = [3, 4, 5], [6, 7], [8, 9, 10]
+  row = jnp.asarray([prefix + a + b])
+  positions = jnp.asarray([[0, 1, 2, 3, 4, 3, 4, 5]])
+  seg = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+  mask = np.tril(np.ones((8, 8), bool)) & ((seg[None] == 0) | (seg[None] == seg[:, None]))
+  got = np.asarray(model.hidden(row, positions=positions, mask=jnp.asarray(mask[None])))[0]
+  alone_a = np.asarray(model.hidden(jnp.asarray([prefix + a])))[0]
+  alone_b = np.asarray(model.hidden(jnp.asarray([prefix + b])))[0]
+  np.testing.assert_allclose(got[:5], alone_a, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got[5:], alone_b[3:], rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="give both positions and mask, or neither"):
+    model.hidden(row, positions=positions)
+  with pytest.raises(ValueError, match=r"mask bool \[1, 8, 8\], got \(1, 8\) and \(1, 8, 7\)"):
+    model.hidden(row, positions=positions, mask=jnp.asarray(mask[None, :, :7]))

@@ -12,7 +12,7 @@ import pytest
 
 from iclr_jax import rl
 from iclr_jax.recipes import run_experiment
-from iclr_jax.llm import random_pretrained
+from iclr_jax.llm import pack_pairs, random_pretrained, reply_logprobs
 from iclr_jax.nn.lora import merge_lora
 from iclr_jax.recipes.rl import cwpo_llm as C
 from iclr_jax.recipes.rl import cwpo_llm_annotators as A
@@ -84,19 +84,25 @@ def test_reward_scores_bt_loss_and_confidences_against_numpy(lm):
 @pytest.mark.parametrize("objective", C.OBJECTIVES)
 def test_policy_step_loss_is_the_weighted_rl_loss(lm, objective):
   p = smoke_config("cwpo_llm").policy
-  optimizer, step, logps = C._policy_functions(
+  optimizer, step = C._policy_functions(
       lm.functions, objective, float(p.learning_rate), float(p.alpha), float(p.beta),
       float(p.label_noise), float(p.simpo_beta), float(p.simpo_gamma))
   adapters = jax.tree.map(lambda x: x + 0.02, C.init_lora(jax.random.key(1), lm.params,
                                                           [C.QKV_KERNELS], rank=2))
   pairs = _pairs(lm, 4, seed=2)
-  chosen, rejected = C._pack_pair_rows(lm, pairs, [0, 1, 2, 3], [True, False, True, True])
+  chosen_a = [True, False, True, True]
+  packed = C.pack_pair_rows(lm, pairs, [0, 1, 2, 3], chosen_a)
   ref = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32) - 20
   w, real = np.array([0.9, 0.2, 0.5, 0.0], np.float32), np.array([1, 1, 1, 0], np.float32)
-  _, _, loss = step(adapters, optimizer.init(adapters), lm.params, chosen, rejected, ref, w,
-                    real)
+  _, _, loss = step(adapters, optimizer.init(adapters), lm.params, packed, ref, w, real)
+  # the independent path: two unpacked rows per pair, the head at every position
+  win = [pairs[i]["a_ids" if a else "b_ids"] for i, a in enumerate(chosen_a)]
+  lose = [pairs[i]["b_ids" if a else "a_ids"] for i, a in enumerate(chosen_a)]
+  chosen, rejected = pack_pairs([q["prompt_ids"] for q in pairs], win, lose,
+                                lm.tokenizer.pad_id, bucket=8)
   merged = merge_lora(lm.params, adapters, alpha=p.alpha)
-  c, r = np.asarray(logps(merged, *chosen)), np.asarray(logps(merged, *rejected))
+  c = np.asarray(reply_logprobs(lm.functions, merged, *chosen))
+  r = np.asarray(reply_logprobs(lm.functions, merged, *rejected))
   lc, lr = chosen[1].sum(-1), rejected[1].sum(-1)
   ell = {"dpo": lambda: rl.dpo_loss(c, r, ref[0], ref[1], beta=p.beta),
          "ipo": lambda: rl.ipo_loss(c, r, ref[0], ref[1], beta=p.beta, chosen_lengths=lc,

@@ -45,7 +45,7 @@ import optax
 from absl import logging
 
 from iclr_jax.datasets import verifiable as V
-from iclr_jax.llm.model import pack_pairs, reply_logprobs
+from iclr_jax.llm.pairs import pack_shared_pairs, shared_pair_logprobs
 from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
 from iclr_jax.recipes import common
 from iclr_jax.recipes.rl import cwpo_llm_annotators as ann
@@ -89,34 +89,38 @@ def objective_losses(objective, chosen, rejected, ref_chosen, ref_rejected, chos
 @functools.lru_cache(maxsize=8)
 def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_beta,
                       simpo_gamma):
-  """(optimizer, jitted step, jitted summed log-probs) of one objective, built once."""
+  """(optimizer, jitted step) of one objective, built once. The step scores each pair as
+  one packed row (shared prompt, `llm.pairs`), the same numbers as two rows at ~0.55x the
+  time on CPU."""
   optimizer = optax.adam(lr)
   hyper = dict(beta=beta, label_noise=label_noise, simpo_beta=simpo_beta,
                simpo_gamma=simpo_gamma)
 
-  def loss_fn(adapters, params, chosen, rejected, ref, weights, real):
-    merged = merge_lora(params, adapters, alpha=alpha)
-    c, r = reply_logprobs(functions, merged, *chosen), reply_logprobs(functions, merged, *rejected)
-    lc = jnp.maximum(jnp.sum(chosen[1], -1), 1.0)
-    lr_ = jnp.maximum(jnp.sum(rejected[1], -1), 1.0)
-    losses = objective_losses(objective, c, r, ref[0], ref[1], lc, lr_, **hyper)
+  def loss_fn(adapters, params, packed, ref, weights, real):
+    c, r = shared_pair_logprobs(functions, merge_lora(params, adapters, alpha=alpha), packed)
+    lengths = jnp.maximum(jnp.sum(packed.weights, -1), 1.0)  # [B, 2] reply tokens
+    losses = objective_losses(objective, c, r, ref[0], ref[1], lengths[:, 0], lengths[:, 1],
+                              **hyper)
     return jnp.sum(weights * losses) / jnp.sum(real)
 
   @jax.jit
-  def step(adapters, opt_state, params, chosen, rejected, ref, weights, real):
-    loss, grads = jax.value_and_grad(loss_fn)(adapters, params, chosen, rejected, ref,
-                                              weights, real)
+  def step(adapters, opt_state, params, packed, ref, weights, real):
+    loss, grads = jax.value_and_grad(loss_fn)(adapters, params, packed, ref, weights, real)
     updates, opt_state = optimizer.update(grads, opt_state, adapters)
     return optax.apply_updates(adapters, updates), opt_state, loss
 
-  return optimizer, step, jax.jit(functools.partial(reply_logprobs, functions))
+  return optimizer, step
 
 
-def _pack_pair_rows(lm, pairs, idx, chosen_is_a):
+PAIR_BUCKET = 16  # packed-row and reply-window lengths round up to this (few shapes)
+
+
+def pack_pair_rows(lm, pairs, idx, chosen_is_a):
+  """Host-side: `PackedPairs` of pairs[idx], chosen = reply a where chosen_is_a."""
   prompts = [pairs[i]["prompt_ids"] for i in idx]
   win = [pairs[i]["a_ids" if a else "b_ids"] for i, a in zip(idx, chosen_is_a)]
   lose = [pairs[i]["b_ids" if a else "a_ids"] for i, a in zip(idx, chosen_is_a)]
-  return pack_pairs(prompts, win, lose, lm.tokenizer.pad_id, bucket=ann.BUCKET)
+  return pack_shared_pairs(prompts, win, lose, lm.tokenizer.pad_id, bucket=PAIR_BUCKET)
 
 
 def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:
@@ -127,14 +131,13 @@ def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:
       refs = f["logps"]
     if refs.shape == (len(pairs), 2):
       return refs
-  logps = jax.jit(functools.partial(reply_logprobs, lm.functions))
+  logps = jax.jit(functools.partial(shared_pair_logprobs, lm.functions))
   out, b = [], config.policy.batch_size
   for s in range(0, len(pairs), b):
     idx = list(range(s, min(s + b, len(pairs))))
     idx += [idx[0]] * (b - len(idx))
-    (ta, ma), (tb, mb) = _pack_pair_rows(lm, pairs, idx, [True] * b)
-    got = np.stack([np.asarray(logps(lm.params, ta, ma)), np.asarray(logps(lm.params, tb, mb))],
-                   axis=1)
+    got = np.stack([np.asarray(x) for x in logps(lm.params, pack_pair_rows(
+        lm, pairs, idx, [True] * b))], axis=1)
     out.append(got[:min(b, len(pairs) - s)])
   refs = np.concatenate(out).astype(np.float64)
   np.savez(path, logps=refs)
@@ -164,7 +167,7 @@ def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, 
   `learning_rate` (None: `config.policy.learning_rate`)."""
   p = config.policy
   lr = float(p.learning_rate if learning_rate is None else learning_rate)
-  optimizer, step, _ = _policy_functions(
+  optimizer, step = _policy_functions(
       lm.functions, objective, lr, float(p.alpha), float(p.beta),
       float(p.label_noise), float(p.simpo_beta), float(p.simpo_gamma))
   adapters = init_lora(jax.random.key(seed), lm.params, [QKV_KERNELS], rank=p.rank)
@@ -183,12 +186,11 @@ def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, 
       rows += [rows[0]] * (b - len(rows))
       pi = [int(idx[r]) for r in rows]
       ca = [bool(chosen_a[r]) for r in rows]
-      chosen, rejected = _pack_pair_rows(lm, pairs, pi, ca)
+      packed = pack_pair_rows(lm, pairs, pi, ca)
       ref = np.array([[refs[i, 0 if a else 1] for i, a in zip(pi, ca)],
                       [refs[i, 1 if a else 0] for i, a in zip(pi, ca)]], np.float32)
       w = np.array([weights[r] for r in rows], np.float32) * real
-      adapters, opt_state, loss = step(adapters, opt_state, lm.params, chosen, rejected, ref,
-                                       w, real)
+      adapters, opt_state, loss = step(adapters, opt_state, lm.params, packed, ref, w, real)
       losses.append(float(loss))
     npz_state.save(path, dict(adapters=adapters, opt_state=opt_state),
                    dict(epoch=epoch + 1, losses=losses))
