@@ -53,6 +53,7 @@ from iclr_jax.recipes.rl import cwpo_llm_data as data_lib
 from iclr_jax.recipes.rl import cwpo_llm_report as report
 from iclr_jax.rl import preference as pref
 from iclr_jax.train import npz_state
+from iclr_jax.train.progress import Progress
 from iclr_jax.train.study import Study
 
 OBJECTIVES = ("dpo", "ipo", "rdpo", "simpo")
@@ -112,6 +113,7 @@ def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_
   return optimizer, step
 
 
+LOG_EVERY = 16  # policy steps between progress lines
 PAIR_BUCKET = 16  # packed-row and reply-window lengths round up to this (few shapes)
 
 
@@ -178,6 +180,8 @@ def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, 
     adapters, opt_state, start, losses = (tree["adapters"], tree["opt_state"], meta["epoch"],
                                           meta["losses"])
   b = p.batch_size
+  per_epoch = -(-len(idx) // b)
+  progress = Progress(start * per_epoch, p.epochs * per_epoch)
   for epoch in range(start, p.epochs):
     order = np.random.default_rng([seed, epoch, 7]).permutation(len(idx))
     for s in range(0, len(order), b):
@@ -192,8 +196,12 @@ def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, 
       w = np.array([weights[r] for r in rows], np.float32) * real
       adapters, opt_state, loss = step(adapters, opt_state, lm.params, packed, ref, w, real)
       losses.append(float(loss))
+      progress.advance(len(losses))
+      if len(losses) % LOG_EVERY == 0:
+        progress.log(len(losses), float(np.mean(losses[-LOG_EVERY:])))
     npz_state.save(path, dict(adapters=adapters, opt_state=opt_state),
                    dict(epoch=epoch + 1, losses=losses))
+  progress.close()
   return adapters, losses
 
 
