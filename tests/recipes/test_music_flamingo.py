@@ -15,7 +15,7 @@ pytest.importorskip("tinysoundfont")
 
 from iclr_jax.recipes.audio import alm_stages, grpo_stage  # noqa: E402
 from iclr_jax.recipes.audio import music_flamingo as mf  # noqa: E402
-from iclr_jax.recipes.audio.alm_model import AudioLM  # noqa: E402
+from iclr_jax.recipes.audio.alm_model import PACK_BUCKET, AudioLM  # noqa: E402
 from iclr_jax.recipes.audio.encoder_stage import load_export  # noqa: E402
 from iclr_jax.recipes.common import language_model  # noqa: E402
 from tests.recipes.config_files import smoke_config  # noqa: E402
@@ -165,3 +165,23 @@ def test_encoder_trains_only_when_asked(train_encoder):
   norm = lambda tree: float(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(tree)))
   assert norm(grads["audio"]["connector"]) > 0 and norm(grads["lora"]) > 0
   assert (norm(grads["audio"]["encoder"]) > 0) == train_encoder
+
+
+def test_pack_pads_to_the_bucket_and_padding_changes_no_loss():
+  c = smoke_config("skills_sft")
+  model = AudioLM(language_model(c), c)
+  trainable = model.init(jax.random.key(0))
+  prompts = [model.prompt_ids("What key?"), model.prompt_ids("How many voices are there?")]
+  targets = [model.target_ids("C major"), model.target_ids("three")]
+  longest = max(len(p) + len(t) for p, t in zip(prompts, targets))
+  tokens, mask = model.pack(prompts, targets, 96)
+  assert tokens.shape == (2, -(-longest // PACK_BUCKET) * PACK_BUCKET) and mask.sum() == sum(
+      map(len, targets))
+  assert model.pack(prompts, targets, longest - 1)[0].shape == (2, longest - 1)  # the cap
+  frames = 1 + int(c.data.seconds * c.data.mel.sample_rate) // c.data.mel.hop_length
+  mel = np.random.default_rng(1).normal(size=(2, frames, c.data.mel.n_mels)).astype(np.float32)
+  wide = [np.pad(a, [(0, 0), (0, 96 - a.shape[1])], constant_values=v)
+          for a, v in ((tokens, model.tok.pad_id), (mask, 0.0))]
+  loss = jax.jit(lambda t, tok, m: model.loss(t, model.lm.params, {"mel": mel, "tokens": tok,
+                                                                   "mask": m}))
+  np.testing.assert_allclose(loss(trainable, tokens, mask), loss(trainable, *wide), rtol=1e-5)

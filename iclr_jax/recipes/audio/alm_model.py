@@ -28,6 +28,7 @@ from iclr_jax.nn.lora import QKV_KERNELS, init_lora, merge_lora
 from iclr_jax.recipes.audio import settings
 
 _MARK = "\x00AUDIO\x00"
+PACK_BUCKET = 16  # training rows are padded to a multiple of this (few compiled shapes)
 
 
 class AudioLM:
@@ -77,14 +78,18 @@ class AudioLM:
     return self.tok.encode_text(answer) + [self.end_id]
 
   def pack(self, prompts: list[list[int]], targets: list[list[int]], length: int):
-    """tokens int32 [B, length], mask float32 [B, length] (mask[b, t] = 1 where
-    tokens[b, t + 1] is a target token); sequences longer than `length` are cut."""
+    """tokens int32 [B, L], mask float32 [B, L] (mask[b, t] = 1 where tokens[b, t + 1] is a
+    target token), L = the longest prompt + target rounded up to `PACK_BUCKET`, at most
+    `length`; sequences longer than `length` are cut. (Padding after a row changes none of
+    its numbers: the model is causal and the mask leaves it out.)"""
     for p in prompts:
       if len(p) >= length:
         raise ValueError(f"a prompt of {len(p)} tokens leaves no target token within the "
                          f"packed length {length}; raise the length (config.alm.max_len or "
                          "config.grpo.max_len)")
-    return pack_replies(prompts, targets, length, self.tok.pad_id)
+    longest = max(len(p) + len(t) for p, t in zip(prompts, targets))
+    bucketed = -(-longest // PACK_BUCKET) * PACK_BUCKET
+    return pack_replies(prompts, targets, min(length, bucketed), self.tok.pad_id)
 
   # ----- pure functions (call inside jit)
   def _backbone(self, trainable, frozen):
