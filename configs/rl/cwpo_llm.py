@@ -33,9 +33,15 @@ def get_config(arg=None):
   c.reward_model = dict(rank=8, alpha=16.0, learning_rate=3e-4, epochs=3, batch_size=8)
   c.policy = dict(rank=8, alpha=16.0, learning_rate=2e-4, epochs=2, batch_size=8,
                   beta=0.1, label_noise=0.15, simpo_beta=2.0, simpo_gamma=1.0)
+  # Held-out preference pairs (test and validation instructions): `samples` reference
+  # replies per instruction, every two with different rubric scores a gold-labelled pair.
+  c.eval = dict(samples=4, seed=2)
   # Each objective's learning rate: the one of these whose policy on every human label
-  # (seed 0) wins most often on held-out validation instructions (() = policy.learning_rate).
-  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4), validation_prompts=100, seed=1)
+  # (seed 0) scores best on held-out validation instructions by `metric`
+  # ('preference_accuracy' on the validation pairs, or 'win_rate' of greedy replies);
+  # () = policy.learning_rate.
+  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4), validation_prompts=100, seed=1,
+                metric="preference_accuracy")
   if smoke:
     c.random_model_sizes = dict(num_layers=2, d_model=32, num_heads=2, num_kv_heads=1,
                                 mlp_hidden=64)
@@ -44,5 +50,6 @@ def get_config(arg=None):
     c.data.update(train_prompts=24, test_prompts=6, max_new_tokens=12, batch_size=8)
     c.reward_model.update(rank=2, epochs=2, batch_size=4)
     c.policy.update(rank=2, epochs=2, batch_size=4)
-    c.tune.update(learning_rates=(2e-4, 1e-3), validation_prompts=4)
+    c.tune.update(learning_rates=(2e-4, 1e-3), validation_prompts=12)
+    c.eval.samples = 8  # the random model's replies tie often
   return c

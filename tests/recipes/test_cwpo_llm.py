@@ -174,6 +174,62 @@ def test_learning_rate_choice_and_rows_at_another_rate():
     C._check_rows_rates(done, {"dpo": 6e-5})
 
 
+def test_learning_rate_choice_by_preference_accuracy():
+  rows = [dict(learning_rate=2e-5, win_rate=0.51, preference_accuracy=0.68),
+          dict(learning_rate=2e-4, win_rate=0.47, preference_accuracy=0.74)]
+  assert C.pick_learning_rate(rows, "preference_accuracy") == 2e-4
+  assert C.pick_learning_rate(rows, "win_rate") == 2e-5
+  with pytest.raises(ValueError, match="config.tune.metric must be one of"):
+    C.pick_learning_rate(rows, "loss")
+  with pytest.raises(ValueError, match=r"at learning rates \[6e-05\] have no 'preference_"):
+    C.pick_learning_rate(rows + [dict(learning_rate=6e-5, win_rate=0.5)],
+                         "preference_accuracy")
+
+
+def test_preference_accuracy_against_a_loop():
+  rng = np.random.default_rng(3)
+  n = 40
+  logps, refs = rng.normal(size=(n, 2)) - 30, rng.normal(size=(n, 2)) - 30
+  lengths, gold = rng.integers(1, 40, size=(n, 2)), rng.integers(0, 2, size=n)
+  refs[0] = logps[0] - 1.0  # an exact tie of the implicit rewards counts one half
+  for objective in C.OBJECTIVES:
+    want = []
+    for i in range(n):
+      if objective == "simpo":
+        ra, rb = logps[i, 0] / lengths[i, 0], logps[i, 1] / lengths[i, 1]
+      else:
+        ra, rb = logps[i, 0] - refs[i, 0], logps[i, 1] - refs[i, 1]
+      good, bad = (ra, rb) if gold[i] == 1 else (rb, ra)
+      want.append(1.0 if good > bad else 0.5 if good == bad else 0.0)
+    assert C.preference_accuracy(objective, logps, refs, lengths, gold) == np.mean(want)
+  assert C.preference_accuracy("dpo", logps[:1], refs[:1], lengths[:1], gold[:1]) == 0.5
+
+
+def test_heldout_pairs_are_the_rubric_on_sampled_replies(lm, tmp_path):
+  config = smoke_config("cwpo_llm")
+  data = D.build(lm, config, str(tmp_path))
+  pairs = D.heldout_pairs(lm, config, str(tmp_path), name="test", items=data["test"])
+  assert pairs  # the random model's replies do not all tie
+  prompts = {tuple(t["prompt_ids"]): D.V.Instruction.from_json(t["instruction"])
+             for t in data["test"]}
+  for p in pairs:
+    inst = prompts[tuple(p["prompt_ids"])]
+    sa, sb = (D.V.rubric(inst, D._decode(lm, p[k])) for k in ("a_ids", "b_ids"))
+    assert (p["score_a"], p["score_b"]) == (sa, sb) and sa != sb and p["gold"] == int(sa > sb)
+    assert p["family"] == inst.family
+  per_prompt = max(sum(tuple(p["prompt_ids"]) == k for p in pairs) for k in prompts)
+  k = config.eval.samples
+  assert per_prompt <= k * (k - 1) // 2  # at most every two of the samples
+  again = D.heldout_pairs(lm, config, str(tmp_path), name="test", items=data["test"])
+  assert again == pairs  # read back, not redrawn
+  config.eval.seed = 11
+  with pytest.raises(ValueError, match="test_pairs.json was built with other settings"):
+    D.heldout_pairs(lm, config, str(tmp_path), name="test", items=data["test"])
+  config.eval.samples = 1
+  with pytest.raises(ValueError, match="config.eval.samples must be >= 2"):
+    D.heldout_pairs(lm, config, str(tmp_path / "one"), name="test", items=data["test"])
+
+
 def test_validation_set_is_held_out_and_scored_by_the_rubric(lm, tmp_path):
   config = smoke_config("cwpo_llm")
   config.tune.validation_prompts = 12
@@ -202,14 +258,15 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
   assert set(out) == {"dpo:human_all@0.2/win_rate", "rdpo:cw@0.2/win_rate"}
   rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
   assert [(r["variant"], r["seed"]) for r in rows] == [("dpo:human_all", 0), ("rdpo:cw", 0)]
-  assert all(0.0 <= r["win_rate"] <= 1.0 for r in rows)
+  assert all(0.0 <= r["win_rate"] <= 1.0 and 0.0 <= r["preference_accuracy"] <= 1.0
+             for r in rows)
   tune = [json.loads(x) for x in (tmp_path / "tune.jsonl").read_text().splitlines()]
   assert sorted((r["objective"], r["learning_rate"]) for r in tune) == [
       ("dpo", 2e-4), ("dpo", 1e-3), ("rdpo", 2e-4), ("rdpo", 1e-3)]
   for r in rows:  # each variant trains at its objective's best validation rate
     objective = r["variant"].split(":")[0]
     assert r["learning_rate"] == C.pick_learning_rate(
-        [t for t in tune if t["objective"] == objective])
+        [t for t in tune if t["objective"] == objective], "preference_accuracy")
   data = json.loads((tmp_path / "data.json").read_text())
   for p in data["pairs"]:  # stored gold labels are the rubric's
     inst = D.V.Instruction.from_json(p["instruction"])
@@ -224,8 +281,11 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
       ("variants", ["dpo:everything"], "is not 'objective:labels'"),
       ("fractions", (0.0,), r"config.fractions must be non-empty, each in \(0, 1\)"),
       ("flip_rate", 0.5, r"config.flip_rate must be in \[0, 0.5\)"),
-      ("seeds", 0, "config.seeds must be >= 1")):
+      ("seeds", 0, "config.seeds must be >= 1"),
+      ("tune.metric", "loss", "config.tune.metric must be one of"),
+      ("eval.samples", 1, "config.eval.samples must be >= 2")):
     bad = smoke_config("cwpo_llm")
-    setattr(bad, field, value)
+    parent, _, leaf = field.rpartition(".")
+    setattr(bad[parent] if parent else bad, leaf, value)
     with pytest.raises(ValueError, match=match):
       run_experiment(bad, str(tmp_path / "bad"))

@@ -125,25 +125,48 @@ def pack_pair_rows(lm, pairs, idx, chosen_is_a):
   return pack_shared_pairs(prompts, win, lose, lm.tokenizer.pad_id, bucket=PAIR_BUCKET)
 
 
-def reference_logps(lm, pairs, config, workdir: str) -> np.ndarray:
-  """float64 [N, 2]: the reference's summed log-probs of replies a and b (refs.npz)."""
-  path = os.path.join(workdir, "refs.npz")
+@functools.lru_cache(maxsize=2)
+def _pair_logprobs(functions):
+  return jax.jit(functools.partial(shared_pair_logprobs, functions))
+
+
+def pair_logps(lm, params, pairs, *, batch_size: int) -> np.ndarray:
+  """float64 [N, 2]: summed log-probs of replies a and b of every pair under `params`."""
+  logps, out, b = _pair_logprobs(lm.functions), [], batch_size
+  for s in range(0, len(pairs), b):
+    idx = list(range(s, min(s + b, len(pairs))))
+    idx += [idx[0]] * (b - len(idx))
+    got = np.stack([np.asarray(x) for x in logps(params, pack_pair_rows(
+        lm, pairs, idx, [True] * b))], axis=1)
+    out.append(got[:min(b, len(pairs) - s)])
+  return np.concatenate(out).astype(np.float64)
+
+
+def reference_logps(lm, pairs, config, workdir: str, name: str = "refs") -> np.ndarray:
+  """float64 [N, 2]: the reference's summed log-probs of replies a and b (<name>.npz)."""
+  path = os.path.join(workdir, f"{name}.npz")
   if os.path.exists(path):
     with np.load(path, allow_pickle=False) as f:
       refs = f["logps"]
     if refs.shape == (len(pairs), 2):
       return refs
-  logps = jax.jit(functools.partial(shared_pair_logprobs, lm.functions))
-  out, b = [], config.policy.batch_size
-  for s in range(0, len(pairs), b):
-    idx = list(range(s, min(s + b, len(pairs))))
-    idx += [idx[0]] * (b - len(idx))
-    got = np.stack([np.asarray(x) for x in logps(lm.params, pack_pair_rows(
-        lm, pairs, idx, [True] * b))], axis=1)
-    out.append(got[:min(b, len(pairs) - s)])
-  refs = np.concatenate(out).astype(np.float64)
+  refs = pair_logps(lm, lm.params, pairs, batch_size=config.policy.batch_size)
   np.savez(path, logps=refs)
   return refs
+
+
+def preference_accuracy(objective: str, logps, ref_logps, lengths, gold) -> float:
+  """Share of gold-labelled pairs [N] whose preferred reply the policy's implicit reward
+  ranks higher (a tie counts one half): β·log(π/π_ref) for DPO, IPO and rDPO, SimPO's
+  length-normalised log π. logps, ref_logps: [N, 2] summed log-probs of replies a and b;
+  lengths: [N, 2] reply tokens; gold: [N], 1 where reply a is preferred."""
+  logps, ref_logps = np.asarray(logps, np.float64), np.asarray(ref_logps, np.float64)
+  if objective == "simpo":
+    reward = logps / np.maximum(np.asarray(lengths, np.float64), 1.0)
+  else:
+    reward = logps - ref_logps
+  margin = (reward[:, 0] - reward[:, 1]) * np.where(np.asarray(gold) == 1, 1.0, -1.0)
+  return float(np.mean((margin > 0) + 0.5 * (margin == 0)))
 
 
 def training_set(labels: str, human, subset, weak: dict) -> tuple[np.ndarray, np.ndarray,
@@ -205,11 +228,20 @@ def train_policy(lm, pairs, refs, idx, chosen_a, weights, objective, config, *, 
   return adapters, losses
 
 
-def evaluate(lm, adapters, tests, config) -> dict:
+def evaluate(lm, adapters, tests, config, *, objective: str, heldout=None) -> dict:
   """Gold rubric win rate (ties one half) of the policy's greedy replies against the
-  reference's, and the policy's mean rubric score, on the test instructions."""
+  reference's, and the policy's mean rubric score, on the test instructions; with
+  `heldout` = (pairs, reference log-probs [N, 2]) also the policy's preference accuracy on
+  those gold-labelled pairs (`preference_accuracy`)."""
   p = config.policy
   merged = merge_lora(lm.params, adapters, alpha=p.alpha)
+  out = {}
+  if heldout is not None:
+    pairs, refs = heldout
+    logps = pair_logps(lm, merged, pairs, batch_size=config.data.batch_size)
+    lengths = [[len(q["a_ids"]), len(q["b_ids"])] for q in pairs]
+    out["preference_accuracy"] = preference_accuracy(objective, logps, refs, lengths,
+                                                     [q["gold"] for q in pairs])
   ids = [t["prompt_ids"] for t in tests]
   replies = []
   for s in range(0, len(ids), config.data.batch_size):
@@ -220,30 +252,41 @@ def evaluate(lm, adapters, tests, config) -> dict:
   ref = np.array([t["reference_score"] for t in tests])
   return dict(win_rate=float(np.mean((scores > ref + 1e-9) + 0.5 * (np.abs(scores - ref)
                                                                        <= 1e-9))),
-              score=float(scores.mean()), reference_score=float(ref.mean()))
+              score=float(scores.mean()), reference_score=float(ref.mean()), **out)
 
 
-def pick_learning_rate(rows) -> float:
-  """The learning rate of the row with the highest validation win rate (a tie goes to the
+TUNE_METRICS = ("preference_accuracy", "win_rate")
+
+
+def pick_learning_rate(rows, metric: str = "win_rate") -> float:
+  """The learning rate of the row with the highest validation `metric` (a tie goes to the
   smaller rate, the policy nearer the reference)."""
+  if metric not in TUNE_METRICS:
+    raise ValueError(f"config.tune.metric must be one of {TUNE_METRICS}, got {metric!r}")
   if not rows:
     raise ValueError("no tuning rows to choose a learning rate from")
-  return float(max(rows, key=lambda r: (r["win_rate"], -r["learning_rate"]))["learning_rate"])
+  missing = [r["learning_rate"] for r in rows if metric not in r]
+  if missing:
+    raise ValueError(f"tuning rows at learning rates {missing} have no {metric!r}")
+  return float(max(rows, key=lambda r: (r[metric], -r["learning_rate"]))["learning_rate"])
 
 
 def tuned_learning_rates(lm, data, refs, config, workdir
                          ) -> tuple[dict[str, float], list[dict]]:
   """(per objective of `config.variants` its policy learning rate, the tuning rows): with
   `config.tune.learning_rates` empty, `config.policy.learning_rate`; otherwise the rate whose
-  policy trained on every human label (seed 0's annotator draw) has the highest gold win
-  rate on the validation instructions (`cwpo_llm_data.build_validation`), so each
-  objective's 100%-human baseline gets its best rate and every variant of it uses that rate.
-  Each (objective, rate) is a unit of tune.jsonl (the rows returned), skipped once done."""
+  policy trained on every human label (seed 0's annotator draw) scores highest on the
+  validation instructions (`cwpo_llm_data.build_validation`) by `config.tune.metric`: its
+  preference accuracy on gold-labelled validation pairs, or its greedy replies' gold win
+  rate. So each objective's 100%-human baseline gets its best rate and every variant of it
+  uses that rate. Each (objective, rate) is a unit of tune.jsonl (the rows returned),
+  skipped once done."""
   objectives = sorted({parse_variant(v)[0] for v in config.variants})
   rates = [float(r) for r in config.tune.learning_rates]
   if not rates:
     return {o: float(config.policy.learning_rate) for o in objectives}, []
   validation = data_lib.build_validation(lm, config, workdir)
+  heldout = heldout_set(lm, config, workdir, "validation", validation)
   study = Study(workdir, key=TUNE_KEY, filename="tune.jsonl")
   _, human, _ = data_lib.labels(data, seed=0, flip_rate=config.flip_rate,
                                 human_fraction=config.fractions[0])
@@ -257,13 +300,22 @@ def tuned_learning_rates(lm, data, refs, config, workdir
           lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
           learning_rate=lr, path=os.path.join(workdir, "tune", f"{objective}_lr{lr:g}.npz"))
       row = dict(objective=objective, learning_rate=lr, loss_last=float(np.mean(losses[-5:])),
-                 **evaluate(lm, adapters, validation, config), seconds=time.time() - t0)
+                 **evaluate(lm, adapters, validation, config, objective=objective,
+                            heldout=heldout), seconds=time.time() - t0)
       study.record([row])
-      logging.info("tune %s lr %g: validation win rate %.3f, score %.3f (%.0f s)", objective,
-                   lr, row["win_rate"], row["score"], row["seconds"])
+      logging.info("tune %s lr %g: validation win rate %.3f, score %.3f, preference "
+                   "accuracy %.3f (%.0f s)", objective, lr, row["win_rate"], row["score"],
+                   row["preference_accuracy"], row["seconds"])
   rows = [r for r in study.rows if r["learning_rate"] in rates]
-  return {o: pick_learning_rate([r for r in rows if r["objective"] == o])
+  return {o: pick_learning_rate([r for r in rows if r["objective"] == o], config.tune.metric)
           for o in objectives}, rows
+
+
+def heldout_set(lm, config, workdir: str, name: str, items):
+  """(gold-labelled held-out pairs on `items`, the reference's log-probs of them)."""
+  pairs = data_lib.heldout_pairs(lm, config, workdir, name=name, items=items)
+  refs = reference_logps(lm, pairs, config, workdir, name=f"{name}_refs")
+  return pairs, refs
 
 
 def _check_config(config):
@@ -276,6 +328,12 @@ def _check_config(config):
     raise ValueError(f"config.seeds must be >= 1, got {config.seeds}")
   if not 0.0 <= config.flip_rate < 0.5:
     raise ValueError(f"config.flip_rate must be in [0, 0.5), got {config.flip_rate}")
+  if config.tune.metric not in TUNE_METRICS:
+    raise ValueError(f"config.tune.metric must be one of {TUNE_METRICS}, got "
+                     f"{config.tune.metric!r}")
+  if config.eval.samples < 2:
+    raise ValueError(f"config.eval.samples must be >= 2 (a pair needs two replies), got "
+                     f"{config.eval.samples}")
 
 
 def _check_rows_rates(rows, rates):
@@ -323,6 +381,7 @@ def train_and_evaluate(config, workdir: str):
       json.dump(margins.tolist(), f)
   judge = ann.weak_labels(margins)
   rates, tune = tuned_learning_rates(lm, data, refs, config, workdir)
+  test_pairs = heldout_set(lm, config, workdir, "test", data["test"])
   _check_rows_rates(study.rows, rates)
   for fraction in config.fractions:
     for seed in range(config.seeds):
@@ -349,10 +408,12 @@ def train_and_evaluate(config, workdir: str):
                    label_accuracy=float(np.mean(chosen_a == gold[idx])),
                    mean_weight=float(np.mean(weights)), loss_first=losses[0],
                    loss_last=float(np.mean(losses[-5:])),
-                   **evaluate(lm, adapters, data["test"], config), seconds=time.time() - t0)
+                   **evaluate(lm, adapters, data["test"], config, objective=objective,
+                              heldout=test_pairs), seconds=time.time() - t0)
         study.record([row])
-        logging.info("%s fraction %g seed %d: win rate %.3f, score %.3f (%.0f s)", variant,
-                     fraction, seed, row["win_rate"], row["score"], row["seconds"])
+        logging.info("%s fraction %g seed %d: win rate %.3f, score %.3f, preference "
+                     "accuracy %.3f (%.0f s)", variant, fraction, seed, row["win_rate"],
+                     row["score"], row["preference_accuracy"], row["seconds"])
   summary = report.write(workdir, study.rows, notes.rows, data["stats"], config, tune=tune,
                          rates=rates)
   logging.info("total %.0f s", time.time() - t_start)

@@ -4,7 +4,9 @@ Instructions come from `datasets.verifiable` (train and test prompts disjoint). 
 training instruction the reference policy (the pretrained LLM) samples two replies at
 `config.data.temperature`; the rubric scores both, and pairs with equal scores are dropped
 (no gold preference). For each test instruction the reference's greedy reply and its score
-are kept: the policies' win rates are measured against them. Everything goes to
+are kept: the policies' win rates are measured against them; `heldout_pairs` samples
+gold-labelled pairs on the test (and validation) instructions for the policies' held-out
+preference accuracy. Everything goes to
 `data.json` (token ids included, so later stages never re-tokenise), written once; a rerun
 with another `config.data` in the same workdir is refused.
 
@@ -14,9 +16,11 @@ the gold labels, so every seed sees another annotator noise draw on the same pai
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
+import zlib
 from typing import Any
 
 import jax
@@ -118,6 +122,53 @@ def build_validation(lm, config, workdir: str) -> list[dict[str, Any]]:
     json.dump(held, f)
   os.replace(path + ".tmp", path)
   return held["validation"]
+
+
+def heldout_pairs(lm, config, workdir: str, *, name: str, items) -> list[dict[str, Any]]:
+  """Gold-labelled preference pairs on held-out instructions (`items`: the test or the
+  validation set), for the policies' held-out preference accuracy; `<name>_pairs.json`,
+  generated on the first call (host-side).
+
+  The reference samples `config.eval.samples` replies per instruction at
+  `config.data.temperature` (as for the training pairs); every two of them with different
+  rubric scores make a pair, gold = the higher score.
+  """
+  d, k = config.data, int(config.eval.samples)
+  spec = json.loads(json.dumps(dict(samples=k, seed=int(config.eval.seed), name=name,
+                                    prompts=[t["prompt_ids"] for t in items],
+                                    data=d.to_dict())))
+  path = os.path.join(workdir, f"{name}_pairs.json")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      held = json.load(f)
+    if held.get("spec") != spec:
+      raise ValueError(f"{path} was built with other settings (samples, seed or "
+                       "instructions); use another workdir")
+    return held["pairs"]
+  if k < 2:
+    raise ValueError(f"config.eval.samples must be >= 2 (a pair needs two replies), got {k}")
+  ids = [t["prompt_ids"] for t in items]
+  key = jax.random.fold_in(jax.random.key(config.eval.seed), zlib.crc32(name.encode()))
+  replies = [_generate(lm, ids, max_new_tokens=d.max_new_tokens, temperature=d.temperature,
+                       key=jax.random.fold_in(key, j), batch_size=d.batch_size,
+                       what=f"{name} sample {j + 1}/{k}") for j in range(k)]
+  pairs = []
+  for n, t in enumerate(items):
+    inst = V.Instruction.from_json(t["instruction"])
+    scores = [V.rubric(inst, _decode(lm, r[n])) for r in replies]
+    for i, j in itertools.combinations(range(k), 2):
+      if abs(scores[i] - scores[j]) >= 1e-9:
+        pairs.append(dict(family=inst.family, prompt_ids=ids[n], a_ids=replies[i][n],
+                          b_ids=replies[j][n], score_a=scores[i], score_b=scores[j],
+                          gold=int(scores[i] > scores[j])))
+  if not pairs:
+    raise ValueError(f"every held-out {name} pair is a tie under the rubric; raise "
+                     "config.eval.samples")
+  os.makedirs(workdir, exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(dict(spec=spec, pairs=pairs), f)
+  os.replace(path + ".tmp", path)
+  return pairs
 
 
 def build(lm, config, workdir: str) -> dict[str, Any]:

@@ -24,13 +24,15 @@ def _annotator_rows(notes):
   return out
 
 
-def tables(rows, notes, stats, tune=(), rates=None) -> dict[str, Any]:
+def tables(rows, notes, stats, tune=(), rates=None, tune_metric: str = "win_rate"
+           ) -> dict[str, Any]:
   policy = mean_std(rows, by=("variant", "fraction", "learning_rate"),
-                    metrics=("win_rate", "score", "label_accuracy", "mean_weight", "pairs",
-                             "seconds"))
+                    metrics=("win_rate", "score", "preference_accuracy", "label_accuracy",
+                             "mean_weight", "pairs", "seconds"))
   tune = [dict(r, chosen=bool(rates) and rates.get(r["objective"]) == r["learning_rate"])
           for r in sorted(tune, key=lambda r: (r["objective"], r["learning_rate"]))]
-  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats, tune=tune)
+  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats, tune=tune,
+              tune_metric=tune_metric)
 
 
 def markdown(table) -> str:
@@ -43,7 +45,9 @@ def markdown(table) -> str:
       ("learning rate", "{learning_rate:g}"), ("seeds", "{seeds}"),
       ("pairs", "{pairs:.0f}"), ("label accuracy", "{label_accuracy:.3f}"),
       ("mean weight", "{mean_weight:.3f}"), ("win rate vs reference", pm("win_rate")),
-      ("rubric score", pm("score")), ("seconds", "{seconds:.0f}")])
+      ("rubric score", pm("score")),
+      ("held-out preference accuracy", pm("preference_accuracy")),
+      ("seconds", "{seconds:.0f}")])
   annotators = markdown_table(table["annotators"], [
       ("annotator", "{annotator}"), ("human fraction", "{fraction:g}"),
       ("seeds", "{seeds}"), ("human label accuracy", "{human_accuracy:.3f}"),
@@ -54,9 +58,11 @@ def markdown(table) -> str:
       annotators)
   if table["tune"]:
     out += ("\n\nLearning rate per objective: its policy on every human label (seed 0) "
-            "scored on the validation instructions:\n\n" + markdown_table(table["tune"], [
+            "scored on the validation instructions (chosen by "
+            f"{table['tune_metric']}):\n\n" + markdown_table(table["tune"], [
                 ("objective", "{objective}"), ("learning rate", "{learning_rate:g}"),
                 ("validation win rate", "{win_rate:.3f}"), ("rubric score", "{score:.3f}"),
+                ("preference accuracy", "{preference_accuracy:.3f}"),
                 ("reference score", "{reference_score:.3f}"),
                 ("loss (last 5 steps)", "{loss_last:.3f}"), ("seconds", "{seconds:.0f}"),
                 ("chosen", lambda r: "yes" if r["chosen"] else "")]))
@@ -89,8 +95,7 @@ def plot(table, path: str) -> None:
 
 def write(workdir: str, rows, notes, stats, config, *, tune=(), rates=None
           ) -> dict[str, Any]:
-  del config
-  table = tables(rows, notes, stats, tune, rates)
+  table = tables(rows, notes, stats, tune, rates, tune_metric=config.tune.metric)
   loop.write_json(workdir, "table.json", table)
   with open(os.path.join(workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(markdown(table) + "\n")
