@@ -69,28 +69,38 @@ def markdown(table) -> str:
   return out
 
 
+METRICS = (("win_rate", "gold win rate vs reference"),
+           ("preference_accuracy", "held-out preference accuracy"))
+
+
 def plot(table, path: str) -> None:
+  """Per objective (columns) and measure (rows): each label source's mean ± std over seeds
+  against the fraction of human labels, the 100%-human policy as a line."""
   rows = table["policy"]
   objectives = sorted({r["variant"].split(":")[0] for r in rows})
-  with figure(path, 1, len(objectives), figsize=(4 * len(objectives), 3.5),
+  with figure(path, len(METRICS), len(objectives), figsize=(4 * len(objectives), 7),
               squeeze=False) as axes:
-    for ax, objective in zip(axes[0], objectives):
-      for labels, style in (("human_subset", "s--"), ("weak", "o:"), ("cw", "o-"),
-                            ("judge", "^:"), ("cw_judge", "^-")):
-        pts = sorted((r["fraction"], r["win_rate"], r["win_rate_std"]) for r in rows
-                     if r["variant"] == f"{objective}:{labels}")
-        if pts:
-          f, m, s = map(np.array, zip(*pts))
-          ax.errorbar(f, m, yerr=s, fmt=style, capsize=3, label=labels)
-      full = [r for r in rows if r["variant"] == f"{objective}:human_all"]
-      if full:
-        ax.axhline(np.mean([r["win_rate"] for r in full]), color="k", lw=1,
-                   label="human_all (100%)")
-      ax.axhline(0.5, color="0.7", lw=0.8)
-      ax.set_title(objective)
-      ax.set_xlabel("fraction of human labels")
-      ax.set_ylabel("gold win rate vs reference")
-      ax.legend(fontsize=7)
+    for (metric, name), line in zip(METRICS, axes):
+      for ax, objective in zip(line, objectives):
+        _panel(ax, rows, objective, metric)
+        ax.set_title(objective)
+        ax.set_xlabel("fraction of human labels")
+        ax.set_ylabel(name)
+
+
+def _panel(ax, rows, objective: str, metric: str) -> None:
+  for labels, style in (("human_subset", "s--"), ("weak", "o:"), ("cw", "o-"),
+                        ("judge", "^:"), ("cw_judge", "^-")):
+    pts = sorted((r["fraction"], r[metric], r[f"{metric}_std"]) for r in rows
+                 if r["variant"] == f"{objective}:{labels}")
+    if pts:
+      f, m, s = map(np.array, zip(*pts))
+      ax.errorbar(f, m, yerr=s, fmt=style, capsize=3, label=labels)
+  full = [r[metric] for r in rows if r["variant"] == f"{objective}:human_all"]
+  if full:
+    ax.axhline(np.mean(full), color="k", lw=1, label="human_all (100%)")
+  ax.axhline(0.5, color="0.7", lw=0.8)
+  ax.legend(fontsize=7)
 
 
 def write(workdir: str, rows, notes, stats, config, *, tune=(), rates=None
