@@ -12,16 +12,21 @@ from iclr_jax.llm import pack_pairs, pack_replies, random_pretrained, reply_logp
 from iclr_jax.llm.pairs import pack_shared_pairs, segment_mask, shared_pair_logprobs
 
 
+def _model_and_pairs(num_layers):
+  """A random model of SmolLM2's architecture with its tokenizer, and two text pairs."""
+  lm = random_pretrained(num_layers=num_layers, d_model=32, num_heads=2, num_kv_heads=1,
+                         mlp_hidden=64)
+  enc = lm.tokenizer.encode
+  return (lm, [enc("What is 6 times 7?"), enc("Name a fruit.")],
+          [enc("Result: 42") + [2], enc("apple")],
+          [enc("no idea"), enc("The answer is a pear, I think, or maybe a plum.")])
+
+
 class PairsTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_pairs_and_reply_logprobs(self):
-    lm = random_pretrained(num_layers=1, d_model=32, num_heads=2, num_kv_heads=1,
-                           mlp_hidden=64)
-    enc = lm.tokenizer.encode
-    prompts = [enc("What is 6 times 7?"), enc("Name a fruit.")]
-    chosen = [enc("Result: 42") + [2], enc("apple")]
-    rejected = [enc("no idea"), enc("The answer is a pear, I think, or maybe a plum.")]
+    lm, prompts, chosen, rejected = _model_and_pairs(1)
     (tc, mc), (tr, mr) = pack_pairs(prompts, chosen, rejected, lm.tokenizer.pad_id, bucket=16)
     longest = max(len(p) + max(len(c), len(r)) for p, c, r in zip(prompts, chosen, rejected))
     assert tc.shape == tr.shape == (2, -(-longest // 16) * 16)
@@ -52,12 +57,8 @@ class SharedPairsTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_shared_rows_equal_two_rows(self):
-    lm = random_pretrained(num_layers=2, d_model=32, num_heads=2, num_kv_heads=1,
-                           mlp_hidden=64)
-    enc = lm.tokenizer.encode
-    prompts = [enc("What is 6 times 7?"), enc("Name a fruit."), [5]]
-    chosen = [enc("Result: 42") + [2], enc("apple"), [7]]
-    rejected = [enc("no idea"), enc("The answer is a pear, I think, or maybe a plum."), [9]]
+    lm, prompts, chosen, rejected = _model_and_pairs(2)
+    prompts, chosen, rejected = prompts + [[5]], chosen + [[7]], rejected + [[9]]  # 1 token
     packed = pack_shared_pairs(prompts, chosen, rejected, lm.tokenizer.pad_id, bucket=8)
     longest = max(len(p) + len(c) + len(r) for p, c, r in zip(prompts, chosen, rejected))
     assert packed.tokens.shape == (3, -(-longest // 8) * 8)

@@ -33,6 +33,27 @@ DATA_FILE = "data.json"
 VALIDATION_FILE = "validation.json"
 
 
+def _stored(path: str, spec, settings) -> dict[str, Any] | None:
+  """The JSON object stored at `path` (None if there is none yet); one built from another
+  `spec` is refused, the error naming `settings(old spec)`."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    stored = json.load(f)
+  if stored.get("spec") != spec:
+    raise ValueError(f"{path} was built with {settings(stored.get('spec'))}; use another "
+                     "workdir")
+  return stored
+
+
+def _write(path: str, obj) -> None:
+  """`obj` as JSON at `path`, whole or not at all (written aside, then renamed)."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(obj, f)
+  os.replace(path + ".tmp", path)
+
+
 def prompt_ids(lm, inst: V.Instruction) -> list[int]:
   return lm.tokenizer.chat_ids([{"role": "user", "content": inst.prompt}],
                                add_generation_prompt=True)
@@ -94,12 +115,8 @@ def build_validation(lm, config, workdir: str) -> list[dict[str, Any]]:
   spec = dict(prompts=int(t.validation_prompts), seed=int(t.seed), data=d.to_dict())
   spec = json.loads(json.dumps(spec))
   path = os.path.join(workdir, VALIDATION_FILE)
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      held = json.load(f)
-    if held.get("spec") != spec:
-      raise ValueError(f"{path} was built with settings {held.get('spec')}, not {spec}; use "
-                       "another workdir")
+  held = _stored(path, spec, lambda old: f"settings {old}, not {spec}")
+  if held is not None:
     return held["validation"]
   if t.validation_prompts < 1:
     raise ValueError(f"config.tune.validation_prompts must be >= 1, got "
@@ -117,10 +134,7 @@ def build_validation(lm, config, workdir: str) -> list[dict[str, Any]]:
                      f"({len(fresh)} of {4 * t.validation_prompts} drawn); ask for fewer")
   held = dict(spec=spec, validation=_with_reference(
       lm, fresh[:t.validation_prompts], d, what="reference on validation"))
-  os.makedirs(workdir, exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(held, f)
-  os.replace(path + ".tmp", path)
+  _write(path, held)
   return held["validation"]
 
 
@@ -138,12 +152,8 @@ def heldout_pairs(lm, config, workdir: str, *, name: str, items) -> list[dict[st
                                     prompts=[t["prompt_ids"] for t in items],
                                     data=d.to_dict())))
   path = os.path.join(workdir, f"{name}_pairs.json")
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      held = json.load(f)
-    if held.get("spec") != spec:
-      raise ValueError(f"{path} was built with other settings (samples, seed or "
-                       "instructions); use another workdir")
+  held = _stored(path, spec, lambda old: "other settings (samples, seed or instructions)")
+  if held is not None:
     return held["pairs"]
   if k < 2:
     raise ValueError(f"config.eval.samples must be >= 2 (a pair needs two replies), got {k}")
@@ -164,10 +174,7 @@ def heldout_pairs(lm, config, workdir: str, *, name: str, items) -> list[dict[st
   if not pairs:
     raise ValueError(f"every held-out {name} pair is a tie under the rubric; raise "
                      "config.eval.samples")
-  os.makedirs(workdir, exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(dict(spec=spec, pairs=pairs), f)
-  os.replace(path + ".tmp", path)
+  _write(path, dict(spec=spec, pairs=pairs))
   return pairs
 
 
@@ -176,12 +183,9 @@ def build(lm, config, workdir: str) -> dict[str, Any]:
   d = config.data
   spec = d.to_dict()
   path = os.path.join(workdir, DATA_FILE)
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)
-    if data.get("spec") != json.loads(json.dumps(spec)):
-      raise ValueError(f"{path} was built with data settings {data.get('spec')}, not "
-                       f"{spec}; use another workdir")
+  data = _stored(path, json.loads(json.dumps(spec)),
+                 lambda old: f"data settings {old}, not {spec}")
+  if data is not None:
     return data
   t0 = time.time()
   train, test = _drawn(d)
@@ -209,10 +213,7 @@ def build(lm, config, workdir: str) -> dict[str, Any]:
   if not pairs:
     raise ValueError(f"every one of the {len(train)} sampled pairs is a tie under the rubric; "
                      "raise config.data.temperature or train_prompts")
-  os.makedirs(workdir, exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(data, f)
-  os.replace(path + ".tmp", path)
+  _write(path, data)
   logging.info("data: %d pairs (%d ties dropped), reference test score %.3f, %.0f s",
                len(pairs), ties, data["stats"]["reference_test_score"], time.time() - t0)
   return data
