@@ -203,6 +203,8 @@ def test_preference_accuracy_against_a_loop():
       want.append(1.0 if good > bad else 0.5 if good == bad else 0.0)
     assert C.preference_accuracy(objective, logps, refs, lengths, gold) == np.mean(want)
   assert C.preference_accuracy("dpo", logps[:1], refs[:1], lengths[:1], gold[:1]) == 0.5
+  with pytest.raises(ValueError, match=r"need gold \[N >= 1\] and logps, ref_logps, lengths"):
+    C.preference_accuracy("dpo", logps[:3], refs[:2], lengths[:3], gold[:3])
 
 
 def test_heldout_pairs_are_the_rubric_on_sampled_replies(lm, tmp_path):

@@ -10,12 +10,15 @@ Stages (each resumable in the workdir):
    human-labelled subset labels the rest (`weak`, `cw`), and the zero-shot judge labels
    the rest too (`judge`, `cw_judge`); confidence |2σ(m) − 1|.
 3. Learning rates (`tuned_learning_rates`): per objective, the rate of
-   `config.tune.learning_rates` whose policy on every human label (seed 0) has the highest
-   gold win rate on held-out validation instructions (validation.json, tune.jsonl).
+   `config.tune.learning_rates` whose policy on every human label (seed 0) scores best on
+   held-out validation instructions by `config.tune.metric` (validation.json,
+   validation_pairs.json, tune.jsonl).
 4. Policies: a LoRA on the reference, trained with `objective` ∈ {dpo, ipo, rdpo, simpo}
    (`rl` losses, π_ref = the reference) on the variant's pairs and weights, then scored on
    the test instructions: the gold rubric win rate of its greedy reply against the
-   reference's (a tie counts one half), and its mean rubric score.
+   reference's (a tie counts one half), its mean rubric score, and its preference accuracy
+   on gold-labelled pairs of reference samples for those instructions (test_pairs.json):
+   how often its implicit reward ranks the better reply first.
 
 Variants are "objective:labels" with labels one of
 - `human_all`: every training pair with its human label (the DPO-on-100% baseline);
@@ -25,7 +28,8 @@ Variants are "objective:labels" with labels one of
 - `cw` / `cw_judge`: the same, the weak labels weighted by their confidence (human ones 1).
 The loss is Σ w·ℓ / (number of pairs in the batch), CW-PO's mean(C·ℓ).
 
-Outputs: data.json, validation.json, annotators/, tune/<objective>_lr<rate>.npz,
+Outputs: data.json, validation.json, <test|validation>_pairs.json and _refs.npz,
+annotators/, tune/<objective>_lr<rate>.npz,
 tune.jsonl, policies/<variant>_f<fraction>_s<seed>_lr<rate>.npz (after each epoch),
 results.jsonl (a row per variant, fraction and seed; done units are skipped on a
 restart), annotators.jsonl, table.md / table.json and win_rate.png (`cwpo_llm_report.py`).
@@ -91,8 +95,8 @@ def objective_losses(objective, chosen, rejected, ref_chosen, ref_rejected, chos
 def _policy_functions(functions, objective, lr, alpha, beta, label_noise, simpo_beta,
                       simpo_gamma):
   """(optimizer, jitted step) of one objective, built once. The step scores each pair as
-  one packed row (shared prompt, `llm.pairs`), the same numbers as two rows at ~0.55x the
-  time on CPU."""
+  one packed row (shared prompt, `llm.pairs`): the numbers of two rows per pair in less than
+  half the time on CPU (`experiments/bench_pairs.py`)."""
   optimizer = optax.adam(lr)
   hyper = dict(beta=beta, label_noise=label_noise, simpo_beta=simpo_beta,
                simpo_gamma=simpo_gamma)
@@ -161,11 +165,17 @@ def preference_accuracy(objective: str, logps, ref_logps, lengths, gold) -> floa
   length-normalised log π. logps, ref_logps: [N, 2] summed log-probs of replies a and b;
   lengths: [N, 2] reply tokens; gold: [N], 1 where reply a is preferred."""
   logps, ref_logps = np.asarray(logps, np.float64), np.asarray(ref_logps, np.float64)
+  lengths, gold = np.asarray(lengths), np.asarray(gold)
+  n = len(gold)
+  if gold.shape != (n,) or n == 0 or any(a.shape != (n, 2) for a in (logps, ref_logps,
+                                                                      lengths)):
+    raise ValueError(f"need gold [N >= 1] and logps, ref_logps, lengths [N, 2], got "
+                     f"{gold.shape}, {logps.shape}, {ref_logps.shape}, {lengths.shape}")
   if objective == "simpo":
-    reward = logps / np.maximum(np.asarray(lengths, np.float64), 1.0)
+    reward = logps / np.maximum(lengths.astype(np.float64), 1.0)
   else:
     reward = logps - ref_logps
-  margin = (reward[:, 0] - reward[:, 1]) * np.where(np.asarray(gold) == 1, 1.0, -1.0)
+  margin = (reward[:, 0] - reward[:, 1]) * np.where(gold == 1, 1.0, -1.0)
   return float(np.mean((margin > 0) + 0.5 * (margin == 0)))
 
 
