@@ -15,6 +15,7 @@ pytest.importorskip("tinysoundfont")
 
 from iclr_jax.recipes.audio import alm_stages, grpo_stage  # noqa: E402
 from iclr_jax.recipes.audio import music_flamingo as mf  # noqa: E402
+from iclr_jax.recipes.audio import report  # noqa: E402
 from iclr_jax.recipes.audio.alm_model import PACK_BUCKET, AudioLM  # noqa: E402
 from iclr_jax.recipes.audio.encoder_stage import load_export  # noqa: E402
 from iclr_jax.recipes.common import language_model  # noqa: E402
@@ -117,6 +118,18 @@ def test_stages_chain_export_and_resume(tmp_path, monkeypatch):
   for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
+  # a second seed of the skills stage on the same encoder: the seeds table counts it twice
+  # and the shared encoder stage once
+  config = _config("skills_sft", data, dirs["encoder"])
+  config.seed = 1
+  mf.train_and_evaluate(config, str(tmp_path / "skills_s1"))
+  config.seed, config.seed_chains = 0, (str(tmp_path / "skills_s1"),)
+  mf.train_and_evaluate(config, dirs["skills"])  # done: only the tables are written
+  with open(os.path.join(dirs["skills"], "table_seeds.md")) as f:
+    text = f.read()
+  assert text.count("| alm_skills | skills |") == 1 and "(2) |" in text
+  assert "| majority | encoder |" in text and "(2)" not in text.split("| majority |")[1][:40]
+
 
 def test_bad_config(tmp_path):
   c = smoke_config("think_sft")
@@ -185,3 +198,41 @@ def test_pack_pads_to_the_bucket_and_padding_changes_no_loss():
   loss = jax.jit(lambda t, tok, m: model.loss(t, model.lm.params, {"mel": mel, "tokens": tok,
                                                                    "mask": m}))
   np.testing.assert_allclose(loss(trainable, tokens, mask), loss(trainable, *wide), rtol=1e-5)
+
+
+def _stage(path, init_from, stage, method, correct):
+  """A stage folder as the stages write it: config.json, results.jsonl, predictions."""
+  os.makedirs(path)
+  with open(os.path.join(path, "config.json"), "w") as f:
+    json.dump({"init_from": init_from}, f)
+  with open(os.path.join(path, "results.jsonl"), "w") as f:
+    f.write(json.dumps(dict(method=method, stage=stage, skill="key", accuracy=0.0)) + "\n")
+  with open(os.path.join(path, f"predictions_{method}.jsonl"), "w") as f:
+    for (clip, skill), ok in correct.items():
+      f.write(json.dumps(dict(clip=clip, skill=skill, correct=ok)) + "\n")
+
+
+def test_seed_table_over_chains(tmp_path):
+  skills = report.SKILLS
+  enc = str(tmp_path / "encoder")
+  _stage(enc, "", "encoder", "majority", {(c, s): c == 0 for c in range(4) for s in skills})
+  runs = {0: {(c, s): c < 2 for c in range(4) for s in skills},  # clip 3 is not common
+          1: {(c, s): c == 2 or s == "key" for c in range(3) for s in skills}}
+  ends = []
+  for seed, correct in runs.items():
+    ends.append(str(tmp_path / f"skills_s{seed}"))
+    _stage(ends[-1], enc, "skills", "alm_skills", correct)
+  rows = {(r["method"], r["skill"]): r for r in report.seed_rows(ends)}
+  # the shared encoder folder counts once; its majority row is right on clip 0 of {0, 1, 2}
+  assert rows["majority", "key"]["seeds"] == 1
+  assert rows["majority", "key"]["accuracy"] == pytest.approx(1 / 3)
+  # seed 0: 2/3 on every skill; seed 1: 1/3, but 3/3 on key
+  r = rows["alm_skills", "mode"]
+  assert (r["seeds"], r["n"]) == (2, 3)
+  assert r["accuracy"] == pytest.approx(0.5) and r["accuracy_std"] == pytest.approx(1 / 6)
+  assert rows["alm_skills", "key"]["accuracy"] == pytest.approx((2 / 3 + 1) / 2)
+  means = [2 / 3, (1 + 6 / 3) / 7]
+  assert rows["alm_skills", "mean"]["accuracy"] == pytest.approx(np.mean(means))
+  assert rows["alm_skills", "mean"]["accuracy_std"] == pytest.approx(np.std(means))
+  text = report.write_seeds(ends, str(tmp_path / "table_seeds.md"))
+  assert "on the 3 test clips" in text and "| alm_skills | skills | 0.833 ± 0.167 (2) |" in text

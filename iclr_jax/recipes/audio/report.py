@@ -35,8 +35,9 @@ def chain_rows(workdir: str) -> list[dict]:
   return [r for d in chain(workdir) for r in read_jsonl(os.path.join(d, "results.jsonl"))]
 
 
-def _predictions(workdir: str):
-  for d in chain(workdir):
+def _predictions(dirs):
+  """(the folder's results rows, method, its predictions) of every predictions file."""
+  for d in dirs:
     stage = read_jsonl(os.path.join(d, "results.jsonl"))
     for path in sorted(glob.glob(os.path.join(d, "predictions_*.jsonl"))):
       yield stage, os.path.basename(path)[len("predictions_"):-len(".jsonl")], read_jsonl(path)
@@ -44,15 +45,20 @@ def _predictions(workdir: str):
 
 def common_clips(workdir: str) -> set[int]:
   """The test clips every method along the chain was evaluated on."""
-  sets = [{p["clip"] for p in items} for _, _, items in _predictions(workdir)]
+  sets = [{p["clip"] for p in items} for _, _, items in _predictions(chain(workdir))]
   return set.intersection(*sets) if sets else set()
 
 
 def subset_rows(workdir: str, clips: set[int]) -> list[dict]:
   """Per-skill rows recomputed from the kept predictions over the given test clips, so
   stages evaluated on different numbers of clips compare on the same items."""
+  return subset_rows_of(chain(workdir), clips)
+
+
+def subset_rows_of(dirs, clips: set[int]) -> list[dict]:
+  """`subset_rows` of the given stage folders only (not the chains before them)."""
   rows = []
-  for stage, method, items in _predictions(workdir):
+  for stage, method, items in _predictions(dirs):
     items = [p for p in items if p["clip"] in clips]
     first = next((r for r in stage if r["method"] == method), {})
     for skill in SKILLS:
@@ -85,6 +91,62 @@ def table(rows: list[dict]) -> str:
   columns = [("method", "{method}"), ("stage", "{stage}")] + [(s, "{" + s + "}")
                                                               for s in SKILLS]
   return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}")])
+
+
+def seed_rows(workdirs) -> list[dict]:
+  """Per method and skill, the mean and std over seeds of the accuracy on the test clips
+  that every method of every chain was evaluated on. `workdirs`: the last stage of one
+  chain per seed; a stage folder that several chains share (e.g. one encoder stage under
+  every seed) counts once. A 'mean' row per method averages its skills within each
+  seed first."""
+  dirs = list(dict.fromkeys(d for w in workdirs for d in chain(w)))
+  clips = set.intersection(*[common_clips(w) for w in workdirs])
+  per_dir = {d: subset_rows_of([d], clips) for d in dirs}
+  out = []
+  for method in sorted({r["method"] for rows in per_dir.values() for r in rows},
+                       key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER)):
+    runs = [[r for r in rows if r["method"] == method] for rows in per_dir.values()]
+    runs = [rows for rows in runs if rows]
+    for skill in SKILLS + ("mean",):
+      if skill == "mean":
+        accs = [np.mean([r["accuracy"] for r in rows]) for rows in runs
+                if {r["skill"] for r in rows} == set(SKILLS)]
+        n = None
+      else:
+        cells = [[r for r in rows if r["skill"] == skill] for rows in runs]
+        accs = [c[0]["accuracy"] for c in cells if c]
+        n = next((c[0]["n"] for c in cells if c), None)
+      if accs:
+        out.append(dict(method=method, stage=runs[0][0]["stage"], skill=skill, n=n,
+                        seeds=len(accs), accuracy=float(np.mean(accs)),
+                        accuracy_std=float(np.std(accs))))
+  return out
+
+
+def seeds_table(rows: list[dict]) -> str:
+  """Markdown: a line per method, 'mean ± std (seeds)' per skill and for the mean."""
+  out = []
+  for m in dict.fromkeys(r["method"] for r in rows):
+    cells = {r["skill"]: r for r in rows if r["method"] == m}
+    line = {"method": m, "stage": next(iter(cells.values()))["stage"]}
+    for s in SKILLS + ("mean",):
+      c = cells.get(s)
+      line[s] = (f"{c['accuracy']:.3f} ± {c['accuracy_std']:.3f} ({c['seeds']})" if c
+                 else "–")
+    out.append(line)
+  return markdown_table(out, [("method", "{method}"), ("stage", "{stage}")]
+                        + [(s, "{" + s + "}") for s in SKILLS + ("mean",)])
+
+
+def write_seeds(workdirs, path: str) -> str:
+  """Writes the seeds table of the chains ending at `workdirs` to `path`; returns it."""
+  rows = seed_rows(workdirs)
+  n = len(set.intersection(*[common_clips(w) for w in workdirs]))
+  text = (f"Mean ± std over seeds (the number of seeds in brackets) on the {n} test clips "
+          f"every chain evaluated:\n\n" + seeds_table(rows))
+  with open(path, "w") as f:
+    f.write(text + "\n")
+  return text
 
 
 def write(workdir: str) -> str:

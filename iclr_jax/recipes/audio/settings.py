@@ -47,6 +47,7 @@ def base_config(config_path: str, arg: str | None, stage: str):
                train_encoder=False, caption_fraction=0.1,
                system="You are a music expert. Listen to the audio and answer.")
   c.init_from = ""  # the previous stage's workdir
+  c.seed_chains = ()  # other seeds' folders of this stage: table_seeds.md over all of them
   c.batch_size = 32
   c.steps = 2000
   c.optim = dict(lr=1e-3, warmup_steps=100, weight_decay=0.01, grad_clip=1.0)
