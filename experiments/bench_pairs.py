@@ -26,6 +26,8 @@ import numpy as np
 import optax
 from absl import app, flags
 
+from iclr_jax.train import cli
+
 _BATCH = flags.DEFINE_integer("batch", 8, "Pairs per step.")
 _STEPS = flags.DEFINE_integer("steps", 8, "Batches timed per path (after a warm-up each).")
 _MIN = flags.DEFINE_integer("min_reply", 8, "Shortest reply in tokens.")
@@ -33,6 +35,7 @@ _MAX = flags.DEFINE_integer("max_reply", 48, "Longest reply in tokens.")
 _BUCKETS = flags.DEFINE_list("buckets", ["32", "16"],
                              "Length buckets: the two-row path's, then the packed path's.")
 _OUT = flags.DEFINE_string("out", "bench_results/pairs.json", "JSON output.")
+cli.validate_list(_BUCKETS)
 
 
 def _batches(lm, n_batches, batch, lo, hi):
@@ -95,6 +98,10 @@ def _time_path(lm, name, pack, scorer, batches, adapters, shape_of):
 
 def main(argv):
   del argv
+  if len(_BUCKETS.value) != 2:
+    raise app.UsageError(f"--buckets needs 2 values (two-row, packed), got {_BUCKETS.value}")
+  if not 1 <= _MIN.value <= _MAX.value or _BATCH.value < 1 or _STEPS.value < 1:
+    raise app.UsageError("need 1 <= --min_reply <= --max_reply, --batch >= 1, --steps >= 1")
   from iclr_jax.llm import (load_pretrained, pack_pairs, pack_shared_pairs,  # pylint: disable=import-outside-toplevel
                             reply_logprobs, shared_pair_logprobs)
   from iclr_jax.nn.lora import QKV_KERNELS, init_lora  # pylint: disable=import-outside-toplevel
@@ -137,4 +144,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)
