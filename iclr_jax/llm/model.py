@@ -51,6 +51,13 @@ def _check_texts(name: str, texts) -> list[str]:
   return list(texts)
 
 
+def token_logprob(logits: jax.Array, target: jax.Array) -> jax.Array:
+  """log softmax(logits)[target] [c] of logits [c, V] and targets int [c] (a per-token loss
+  for `lm.head.chunked_head_loss`)."""
+  logz = jax.nn.logsumexp(logits, axis=-1)
+  return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
+
+
 def next_token_logprobs(functions: ModelFunctions, params, tokens: jax.Array) -> jax.Array:
   """log p(tokens[:, t + 1] | tokens[:, :t + 1]): float32 [B, S], last column 0.
 
@@ -62,12 +69,7 @@ def next_token_logprobs(functions: ModelFunctions, params, tokens: jax.Array) ->
   kernel, bias = model.head_weights()
   targets = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
   b, s, d = h.shape
-
-  def logprob(logits, target):
-    logz = jax.nn.logsumexp(logits, axis=-1)
-    return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
-
-  out = chunked_head_loss(h.reshape(b * s, d), kernel, bias, logprob,
+  out = chunked_head_loss(h.reshape(b * s, d), kernel, bias, token_logprob,
                           targets.reshape(-1), chunk_size=SCORE_CHUNK)
   return out.reshape(b, s).at[:, -1].set(0.0)
 

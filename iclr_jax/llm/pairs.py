@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclr_jax.lm.head import chunked_head_loss
+from iclr_jax.llm.model import _round_up, token_logprob
 from iclr_jax.nn.functional import ModelFunctions
 
 SCORE_CHUNK = 2048  # scored positions per head chunk ([chunk, V] float32 logits)
@@ -39,10 +40,6 @@ class PackedPairs(NamedTuple):
   index: np.ndarray
   targets: np.ndarray
   weights: np.ndarray
-
-
-def _round_up(n: int, bucket: int) -> int:
-  return -(-n // bucket) * bucket
 
 
 def pack_shared_pairs(prompts: Sequence[Sequence[int]], chosen: Sequence[Sequence[int]],
@@ -109,12 +106,7 @@ def shared_pair_logprobs(functions: ModelFunctions, params, packed: PackedPairs
   kernel, bias = model.head_weights()
   b, _, w = index.shape
   rows = jnp.take_along_axis(h, index.reshape(b, 2 * w)[..., None], axis=1)
-
-  def logprob(logits, target):
-    logz = jax.nn.logsumexp(logits, axis=-1)
-    return jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0] - logz
-
-  out = chunked_head_loss(rows.reshape(b * 2 * w, -1), kernel, bias, logprob,
+  out = chunked_head_loss(rows.reshape(b * 2 * w, -1), kernel, bias, token_logprob,
                           targets.reshape(-1), chunk_size=SCORE_CHUNK)
   sums = jnp.sum(out.reshape(b, 2, w) * weights, axis=-1)
   return sums[:, 0], sums[:, 1]

@@ -93,14 +93,19 @@ def table(rows: list[dict]) -> str:
   return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}")])
 
 
-def seed_rows(workdirs) -> list[dict]:
+def seed_clips(workdirs) -> set[int]:
+  """The test clips every method of every chain ending at `workdirs` was evaluated on."""
+  return set.intersection(*[common_clips(w) for w in workdirs])
+
+
+def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
   """Per method and skill, the mean and std over seeds of the accuracy on the test clips
   that every method of every chain was evaluated on. `workdirs`: the last stage of one
   chain per seed; a stage folder that several chains share (e.g. one encoder stage under
   every seed) counts once. A 'mean' row per method averages its skills within each
-  seed first."""
+  seed first. `clips`: `seed_clips(workdirs)` when already computed."""
   dirs = list(dict.fromkeys(d for w in workdirs for d in chain(w)))
-  clips = set.intersection(*[common_clips(w) for w in workdirs])
+  clips = seed_clips(workdirs) if clips is None else clips
   per_dir = {d: subset_rows_of([d], clips) for d in dirs}
   out = []
   for method in sorted({r["method"] for rows in per_dir.values() for r in rows},
@@ -140,10 +145,10 @@ def seeds_table(rows: list[dict]) -> str:
 
 def write_seeds(workdirs, path: str) -> str:
   """Writes the seeds table of the chains ending at `workdirs` to `path`; returns it."""
-  rows = seed_rows(workdirs)
-  n = len(set.intersection(*[common_clips(w) for w in workdirs]))
-  text = (f"Mean ± std over seeds (the number of seeds in brackets) on the {n} test clips "
-          f"every chain evaluated:\n\n" + seeds_table(rows))
+  clips = seed_clips(workdirs)
+  rows = seed_rows(workdirs, clips)
+  text = (f"Mean ± std over seeds (the number of seeds in brackets) on the {len(clips)} "
+          "test clips every chain evaluated:\n\n" + seeds_table(rows))
   with open(path, "w") as f:
     f.write(text + "\n")
   return text
