@@ -139,11 +139,12 @@ def test_smoke_run_rows_and_resume(tmp_path):
 def _first_token_routing(runner, procs, bank, ids):
   """Independent count: one greedy step of the model over V + memories per training query."""
   train = P.examples(procs, "train")
+  backbone = frozen_backbone(runner.lm.functions, runner.lm.params)
+  logits_of = jax.jit(lambda b, t: memory.memory_logits(backbone, b, t))
   hits = 0
   for i, q, _ in train:
     prompt = runner.encode(P.user_turn(q))
-    backbone = frozen_backbone(runner.lm.functions, runner.lm.params)
-    logits = memory.memory_logits(backbone, bank, np.asarray([prompt], np.int32))
+    logits = logits_of(bank, np.asarray([prompt], np.int32))
     hits += int(np.argmax(np.asarray(logits)[0, len(prompt) - 1])) == ids[i]
   return hits / len(train)
 

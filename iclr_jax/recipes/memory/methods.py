@@ -20,6 +20,7 @@ ckpt_dir) -> metrics`, in one table (`METHODS`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -135,11 +136,15 @@ def plain_rows(runner, procedures, *, soft=()):
   return text_rows(runner, [q for _, q, _ in train], [a for *_, a in train], soft=soft)
 
 
+# One optimizer object per setting, so that the rounds of `fit_rows` share a compiled step.
+_optimizer = functools.lru_cache(maxsize=16)(memory.tokmem_optimizer)
+
+
 def train_bank(runner, rows, bank0, settings, seed, ckpt_dir, *, frozen=None, readout=True,
                renormalize=False, lr=None):
   steps = settings.epochs * -(-len(rows[0]) // runner.batch_size)
-  opt = memory.tokmem_optimizer(learning_rate=lr or settings.lr, total_steps=steps,
-                                weight_decay=settings.weight_decay)
+  opt = _optimizer(learning_rate=float(lr or settings.lr), total_steps=steps,
+                   weight_decay=float(settings.weight_decay))
   step = runner.bank_step(opt, frozen, readout=readout, renormalize=renormalize)
   state, log = runner.fit(step, memory.init_train_state(bank0, opt), rows,
                           epochs=settings.epochs, seed=seed, ckpt_dir=ckpt_dir)

@@ -128,14 +128,11 @@ class Runner:
                    if losses else None, "train_seconds": time.time() - start}
 
   def bank_step(self, optimizer, frozen, *, readout: bool = True, renormalize: bool = False):
-    fns = self.lm.functions
-
-    @jax.jit
-    def step(state, params, batch):
-      return memory.memory_train_step(frozen_backbone(fns, params), frozen, state, batch,
-                                      optimizer=optimizer, readout=readout,
-                                      renormalize=renormalize, chunk_size=None)
-    return step
+    """`step(state, params, batch)` on a bank after the `frozen` one (or None). The compiled
+    program is shared by every call with the same optimizer object and flags (the rounds
+    of `methods.fit_rows` pass the same cached optimizer), so only new shapes compile."""
+    program = _bank_program(self.lm.functions, optimizer, readout, renormalize)
+    return lambda state, params, batch: program(state, params, frozen, batch)
 
   def joint_step(self, bank_optimizer, lora_optimizer, *, alpha: float):
     """One step on a memory bank and LoRA adapters together (TokMem's first-round
@@ -175,6 +172,16 @@ class Runner:
       updates, opt_state = optimizer.update(grads, opt_state, adapters)
       return (optax.apply_updates(adapters, updates), opt_state, count + 1), {"loss": loss}
     return step
+
+
+@functools.lru_cache(maxsize=16)
+def _bank_program(fns, optimizer, readout: bool, renormalize: bool):
+  @jax.jit
+  def step(state, params, frozen, batch):
+    return memory.memory_train_step(frozen_backbone(fns, params), frozen, state, batch,
+                                    optimizer=optimizer, readout=readout,
+                                    renormalize=renormalize, chunk_size=None)
+  return step
 
 
 @functools.partial(jax.jit, static_argnums=0,
