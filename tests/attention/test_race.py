@@ -104,6 +104,7 @@ def test_gradients(rng, causal):
     beta = np.float64(2.0)
     # Our race_attention computes in float32 at the boundary; check_grads on the same
     # custom-vjp machinery in float64 through linear_attention directly.
+    @jax.jit  # eagerly, check_grads' many calls compile every op on its own (17 s)
     def chunked64(q, k, v, beta):
       return linear.linear_attention(race_features, RaceParams(jnp.asarray(planes), beta),
                                      q, k, v, causal=causal, chunk_size=4)

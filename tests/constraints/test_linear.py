@@ -139,4 +139,4 @@ def test_gradients_match_finite_differences(rng):
   def loss(mean, factor, diag):
     out = C.project_gaussian_linear_marginals(mean, C.LowRankCov(factor, diag), A, b)
     return jnp.sum(C.gaussian_crps(y, out.mean, jnp.sqrt(out.cov)))
-  check_grads(loss, (mean, cov.factor, cov.diag), order=2, modes=["rev"])
+  check_grads(jax.jit(loss), (mean, cov.factor, cov.diag), order=2, modes=["rev"])

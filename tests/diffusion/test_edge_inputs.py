@@ -12,10 +12,11 @@ from iclr_jax.diffusion import curriculum, duality, losses, sampling, uniform
 
 @pytest.mark.parametrize("vocab", [2, 512, 50257])
 def test_duality_alpha_reverse_mode_matches_central_differences(vocab):
-  f = lambda g: duality.duality_alpha(g, vocab_size=vocab)  # noqa: E731
+  f = jax.jit(lambda g: duality.duality_alpha(g, vocab_size=vocab))  # eagerly: 10 s
   with jax.enable_x64(True):
+    grad_f = jax.jit(jax.grad(f))
     for gamma in (-2.0, 0.0, 2.0):
-      grad = float(jax.grad(f)(jnp.float64(gamma)))
+      grad = float(grad_f(jnp.float64(gamma)))
       h = 1e-4
       fd = (float(f(jnp.float64(gamma + h))) - float(f(jnp.float64(gamma - h)))) / (2 * h)
       np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-10)
