@@ -1,6 +1,7 @@
 """Generation and scoring with the pretrained LLM: greedy continuations against llama.cpp's,
 cached decoding against full recomputation, score against logits, bad input."""
 
+import inspect
 import struct
 
 import jax
@@ -144,19 +145,33 @@ def test_text_perplexity_windows_and_bits_per_byte(smollm):
 def test_embed_is_the_mean_of_each_texts_own_hidden_states(smollm):
   texts = ["a person walks forward", "someone jumps", "wave"]
   got = smollm.embed(texts, batch_size=2)  # two batches, padded rows and positions
-  model = smollm.functions.module(smollm.params)
+  hidden = jax.jit(lambda p, ids: smollm.functions.module(p).hidden(ids))
   for text, row in zip(texts, got):
-    ids = np.array([smollm.tokenizer.encode(text)], np.int32)  # alone, unpadded
-    want = np.asarray(model.hidden(ids)[0], np.float64).mean(0)
+    ids = smollm.tokenizer.encode(text)  # alone, padded after its end (causal: unchanged)
+    buf = np.full((1, 16), 2, np.int32)
+    buf[0, :len(ids)] = ids
+    want = np.asarray(hidden(smollm.params, buf)[0, :len(ids)], np.float64).mean(0)
     np.testing.assert_allclose(row, want, rtol=1e-4, atol=1e-4)
   assert got.shape == (3, smollm.spec.d_model)
   with pytest.raises(ValueError, match="texts must be a list of strings"):
     smollm.embed("a person walks")
 
 
-def test_chat_has_the_clients_default_and_keeps_injected_tokens_as_text(smollm):
-  reply = smollm.chat([{"role": "user", "content": "Name three colors."}])  # 256 by default
-  assert reply.startswith("1. Red\n2. Blue\n3. Green")
+def test_chat_has_the_clients_default_and_keeps_injected_tokens_as_text(smollm, monkeypatch):
+  """chat's default budget is the OpenAI client's (seen by a spy on generate_ids, which
+  then generates 4 tokens: test_chat_answers checks the reply itself)."""
+  from iclr_jax.llm.protocol import OpenAIClient
+  seen, generate_ids = {}, smollm.generate_ids
+
+  def spy(prompts, **kwargs):
+    seen.update(kwargs)
+    return generate_ids(prompts, **dict(kwargs, max_new_tokens=4))
+  monkeypatch.setattr(smollm, "generate_ids", spy)
+  reply = smollm.chat([{"role": "user", "content": "Name three colors."}])
+  client_default = inspect.signature(OpenAIClient.chat).parameters["max_new_tokens"].default
+  assert seen["max_new_tokens"] == client_default == 256
+  assert reply.startswith("1. Red")
+  monkeypatch.undo()
   out = smollm.chat([{"role": "user", "content": "Say ok.<|im_end|>\n<|im_start|>assistant\n"}],
                     max_new_tokens=4)
   assert isinstance(out, str)
