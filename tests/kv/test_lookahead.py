@@ -113,8 +113,8 @@ def test_decode_with_lookahead_scores_equals_eviction_by_those_scores(rng):
   run = jax.jit(functools.partial(E.decode_lookahead, fns, alpha=ALPHA, budgets=budgets,
                                   max_new_tokens=5, temperature=0.0))
   out, _ = run(params, adapters, lookahead, prompt, lengths, jax.random.key(0))
-  attn, _ = E.lookahead_attention(fns, params, adapters, lookahead, prompt, lengths,
-                                  alpha=ALPHA)
+  attn, _ = jax.jit(functools.partial(E.lookahead_attention, fns, alpha=ALPHA))(
+      params, adapters, lookahead, prompt, lengths)
 
   def by_given_scores(params, prompt, lengths, attn):
     scores = [kv.kv_head_scores(a, lengths, 2) for a in attn]
