@@ -198,11 +198,19 @@ def _process(joints: jax.Array, feet_threshold: float):
   """(features [t-1, 263], canonical positions [t, 22, 3]) of joints [t, 22, 3]."""
   t = joints.shape[0]
   padded = -(-t // PAD_FRAMES) * PAD_FRAMES
-  joints = jnp.concatenate([joints, jnp.repeat(joints[-1:], padded - t, axis=0)])
   smoothing = smoothing_matrix(padded, FORWARD_SIGMA, t).astype(np.float32)
-  features, positions = _process_padded(joints, smoothing, jnp.arange(padded) < t,
+  if isinstance(joints, jax.core.Tracer):
+    joints = jnp.concatenate([joints, jnp.repeat(joints[-1:], padded - t, axis=0)])
+    features, positions = _process_padded(joints, smoothing, jnp.arange(padded) < t,
+                                          feet_threshold)
+    return features[:t - 1], positions[:t]
+  # Concrete input: pad and cut on the host, so only the padded length compiles (eager
+  # padding and slicing would compile again for every length t).
+  joints = np.asarray(joints, np.float32)
+  joints = np.concatenate([joints, np.repeat(joints[-1:], padded - t, axis=0)])
+  features, positions = _process_padded(joints, smoothing, np.arange(padded) < t,
                                         feet_threshold)
-  return features[:t - 1], positions[:t]
+  return jnp.asarray(np.asarray(features)[:t - 1]), jnp.asarray(np.asarray(positions)[:t])
 
 
 def features_from_joints(joints: jax.typing.ArrayLike, *,
