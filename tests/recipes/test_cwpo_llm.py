@@ -4,6 +4,7 @@ against the `rl` functions for every objective; the variants' training sets; res
 epoch; the smoke study end to end; bad configs."""
 
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -270,6 +271,12 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
     objective = r["variant"].split(":")[0]
     assert r["learning_rate"] == C.pick_learning_rate(
         [t for t in tune if t["objective"] == objective], "preference_accuracy")
+  # seed 0's human_all is the tuning run at that rate: copied, not trained again
+  assert [r["trained_in_tuning"] for r in rows] == [True, False]
+  lr = rows[0]["learning_rate"]
+  policy = tmp_path / "policies" / f"dpo_human_all_f0.2_s0_lr{lr:g}.npz"
+  assert policy.read_bytes() == open(C.tuned_policy_path(str(tmp_path), "dpo", lr),
+                                     "rb").read()
   data = json.loads((tmp_path / "data.json").read_text())
   for p in data["pairs"]:  # stored gold labels are the rubric's
     inst = D.V.Instruction.from_json(p["instruction"])
@@ -292,3 +299,31 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
     setattr(bad[parent] if parent else bad, leaf, value)
     with pytest.raises(ValueError, match=match):
       run_experiment(bad, str(tmp_path / "bad"))
+
+
+def test_seed_0_human_all_reuses_the_tuning_policy(tmp_path):
+  """The tuning run is seed 0's human_all policy: for every human fraction its training set
+  (pairs, labels, weights) is the tuning set, and its finished adapters are copied (once,
+  for seed 0 and human_all only, never over a policy already there)."""
+  config = smoke_config("cwpo_llm")
+  gold = np.random.default_rng(0).integers(0, 2, 50)
+  data = dict(pairs=[dict(gold=int(g)) for g in gold])
+  want = C.tuning_training_set(data, config)
+  for fraction in (0.1, 0.2, 0.5):
+    _, human, subset = D.labels(data, seed=0, flip_rate=config.flip_rate,
+                                human_fraction=fraction)
+    got = C.training_set("human_all", human, subset, {})
+    for a, b in zip(got, want):
+      np.testing.assert_array_equal(a, b)
+  source = C.tuned_policy_path(str(tmp_path), "dpo", 6e-5)
+  os.makedirs(os.path.dirname(source))
+  with open(source, "wb") as f:
+    f.write(b"adapters")
+  path = str(tmp_path / "policies" / "p.npz")
+  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 1, 6e-5, path)
+  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:cw", 0, 6e-5, path)
+  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 2e-4, path)
+  assert not C.reuse_tuned_policy(str(tmp_path), "ipo:human_all", 0, 6e-5, path)
+  assert C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, path)
+  assert open(path, "rb").read() == b"adapters"
+  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, path)

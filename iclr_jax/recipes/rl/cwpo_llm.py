@@ -18,7 +18,9 @@ Stages (each resumable in the workdir):
    the test instructions: the gold rubric win rate of its greedy reply against the
    reference's (a tie counts one half), its mean rubric score, and its preference accuracy
    on gold-labelled pairs of reference samples for those instructions (test_pairs.json):
-   how often its implicit reward ranks the better reply first.
+   how often its implicit reward ranks the better reply first. Seed 0's
+   `<objective>:human_all` is the tuning run at the chosen rate, so its adapters are copied
+   from tune/, not trained again (`trained_in_tuning` in its row; `reuse_tuned_policy`).
 
 Variants are "objective:labels" with labels one of
 - `human_all`: every training pair with its human label (the DPO-on-100% baseline);
@@ -40,6 +42,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import time
 
 import jax
@@ -281,6 +284,32 @@ def pick_learning_rate(rows, metric: str = "win_rate") -> float:
   return float(max(rows, key=lambda r: (r[metric], -r["learning_rate"]))["learning_rate"])
 
 
+def tuning_training_set(data, config):
+  """Every pair with its human label of seed 0 (`training_set('human_all', ...)`); the
+  human labels of a seed do not depend on the human fraction."""
+  _, human, _ = data_lib.labels(data, seed=0, flip_rate=config.flip_rate,
+                                human_fraction=config.fractions[0])
+  return training_set("human_all", human, None, {})
+
+
+def tuned_policy_path(workdir: str, objective: str, lr: float) -> str:
+  return os.path.join(workdir, "tune", f"{objective}_lr{lr:g}.npz")
+
+
+def reuse_tuned_policy(workdir: str, variant: str, seed: int, lr: float, path: str) -> bool:
+  """The tuning run of `variant`'s objective at `lr` trained '<objective>:human_all' of
+  seed 0 already (same pairs, labels, initialisation, batch order and rate): copy its
+  finished adapters to `path` (where `train_policy` finds them done) instead of training
+  the same policy again. True when copied."""
+  objective, labels = parse_variant(variant)
+  source = tuned_policy_path(workdir, objective, lr)
+  if labels != "human_all" or seed != 0 or os.path.exists(path) or not os.path.exists(source):
+    return False
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  shutil.copyfile(source, path)
+  return True
+
+
 def tuned_learning_rates(lm, data, refs, config, workdir
                          ) -> tuple[dict[str, float], list[dict]]:
   """(per objective of `config.variants` its policy learning rate, the tuning rows): with
@@ -298,9 +327,7 @@ def tuned_learning_rates(lm, data, refs, config, workdir
   validation = data_lib.build_validation(lm, config, workdir)
   heldout = heldout_set(lm, config, workdir, "validation", validation)
   study = Study(workdir, key=TUNE_KEY, filename="tune.jsonl")
-  _, human, _ = data_lib.labels(data, seed=0, flip_rate=config.flip_rate,
-                                human_fraction=config.fractions[0])
-  idx, chosen_a, weights = training_set("human_all", human, None, {})
+  idx, chosen_a, weights = tuning_training_set(data, config)
   for objective in objectives:
     for lr in rates:
       if study.done(objective=objective, learning_rate=lr):
@@ -308,7 +335,7 @@ def tuned_learning_rates(lm, data, refs, config, workdir
       t0 = time.time()
       adapters, losses = train_policy(
           lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
-          learning_rate=lr, path=os.path.join(workdir, "tune", f"{objective}_lr{lr:g}.npz"))
+          learning_rate=lr, path=tuned_policy_path(workdir, objective, lr))
       row = dict(objective=objective, learning_rate=lr, loss_last=float(np.mean(losses[-5:])),
                  **evaluate(lm, adapters, validation, config, objective=objective,
                             heldout=heldout), seconds=time.time() - t0)
@@ -409,12 +436,14 @@ def train_and_evaluate(config, workdir: str):
         objective, labels = parse_variant(variant)
         idx, chosen_a, weights = training_set(labels, human, subset, weak)
         lr = rates[objective]
-        name = f"{variant.replace(':', '_')}_f{fraction:g}_s{seed}_lr{lr:g}.npz"
+        path = os.path.join(workdir, "policies",
+                            f"{variant.replace(':', '_')}_f{fraction:g}_s{seed}_lr{lr:g}.npz")
+        reused = reuse_tuned_policy(workdir, variant, seed, lr, path)
         adapters, losses = train_policy(
             lm, pairs, refs, idx, chosen_a, weights, objective, config, seed=seed,
-            learning_rate=lr, path=os.path.join(workdir, "policies", name))
+            learning_rate=lr, path=path)
         row = dict(variant=variant, fraction=fraction, seed=seed, learning_rate=lr,
-                   pairs=len(idx),
+                   pairs=len(idx), trained_in_tuning=reused,
                    label_accuracy=float(np.mean(chosen_a == gold[idx])),
                    mean_weight=float(np.mean(weights)), loss_first=losses[0],
                    loss_last=float(np.mean(losses[-5:])),
