@@ -88,6 +88,7 @@ def test_scale_is_chosen_on_validation_not_test(monkeypatch):
     assert (pred == data.test[1]).mean() == 0.0  # λ = 0.5 is wrong on the test digits
 
 
+@pytest.mark.slow  # the smoke study start to finish (18-23 s); the merges are checked above
 def test_run_rows_and_resume(tmp_path):
   c = smoke_config("merging_tasks")
   final = merging_tasks.train_and_evaluate(c, str(tmp_path))
