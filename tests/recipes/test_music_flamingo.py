@@ -236,3 +236,59 @@ def test_seed_table_over_chains(tmp_path):
   assert rows["alm_skills", "mean"]["accuracy_std"] == pytest.approx(np.std(means))
   text = report.write_seeds(ends, str(tmp_path / "table_seeds.md"))
   assert "on the 3 test clips" in text and "| alm_skills | skills | 0.833 ± 0.167 (2) |" in text
+
+
+class _Clips:
+  """What score_rows reads of a ClipSet: each clip's labels and reference answers."""
+
+  def __init__(self, labels):
+    from iclr_jax.datasets import music_qa
+    self.labels, self.answers = labels, [music_qa.answers(x) for x in labels]
+
+
+def test_reasoning_rows_score_answer_format_and_thinking(tmp_path):
+  labels = [dict(piece="a", key="F# minor", mode="minor", bpm=100.0, tempo="moderate",
+                 metre="3/4", chord=None, instrument="flute", voices="one"),
+            dict(piece="b", key="Bb major", mode="major", bpm=70.0, tempo="slow",
+                 metre="4/4", chord=None, instrument="piano", voices="two")]
+  items = [(0, "key"), (1, "key"), (0, "metre")]
+  replies = ["<think>The tonic is F sharp and the mode is minor.</think>"
+             "<answer>F sharp minor</answer>",                   # right, both facts: 1
+             "<think>The tonic is B flat.</think><answer>B flat minor</answer>",  # wrong, 1/2
+             "It is in 3/4."]                                    # no tags: 0, unformatted
+  rows = alm_stages.score_rows(items, replies, _Clips(labels), method="alm_think", think=True,
+                               workdir=str(tmp_path))
+  key, metre = rows
+  assert (key["skill"], key["n"], key["accuracy"]) == ("key", 2, 0.5)
+  assert key["format"] == 1.0 and key["thinking"] == pytest.approx(0.75)
+  assert (metre["accuracy"], metre["format"], metre["thinking"]) == (0.0, 0.0, 0.0)
+  preds = [json.loads(x) for x in open(tmp_path / "predictions_alm_think.jsonl")]
+  assert [p["thinking"] for p in preds] == [1.0, 0.5, 0.0]
+
+
+def test_reasoning_stage_reports_format_and_thinking_per_seed(tmp_path):
+  enc = str(tmp_path / "encoder")
+  _stage(enc, "", "encoder", "majority", {(c, "key"): True for c in range(3)})
+  ends = []
+  for seed, thinking in ((0, [1.0, 0.5, 0.0]), (1, [0.0, 0.0, 0.5])):
+    ends.append(str(tmp_path / f"think_s{seed}"))
+    os.makedirs(ends[-1])
+    with open(os.path.join(ends[-1], "config.json"), "w") as f:
+      json.dump({"init_from": enc}, f)
+    with open(os.path.join(ends[-1], "results.jsonl"), "w") as f:
+      f.write(json.dumps(dict(method="alm_think", stage="think", skill="key", accuracy=0.0,
+                              format=0.0, thinking=0.0)) + "\n")
+    with open(os.path.join(ends[-1], "predictions_alm_think.jsonl"), "w") as f:
+      for clip, t in enumerate(thinking):
+        reply = "<think>x</think><answer>y</answer>" if clip < 2 else "y"
+        for skill in report.SKILLS:
+          f.write(json.dumps(dict(clip=clip, skill=skill, correct=clip == 0, reply=reply,
+                                  thinking=t)) + "\n")
+  # on the subset view, format and thinking come from the kept replies of those clips
+  row = report.subset_rows_of([ends[0]], {0, 2})[0]
+  assert row["format"] == 0.5 and row["thinking"] == 0.5 and row["accuracy"] == 0.5
+  rows = {(r["method"], r["skill"]): r for r in report.seed_rows(ends)}
+  mean = rows["alm_think", "mean"]
+  assert mean["thinking"] == pytest.approx(np.mean([0.5, 1 / 6]))
+  assert mean["thinking_std"] == pytest.approx(np.std([0.5, 1 / 6]))
+  assert "| 0.33 ± 0.17 (2) |" in report.seeds_table(report.seed_rows(ends))

@@ -11,7 +11,8 @@
 
 Evaluation: every applicable skill of every test clip (one fixed phrasing), greedy answers,
 matched to the reference after `rl.normalize_text(drop_articles=False)`; for the reasoning
-stages the `<answer>` part is matched and the format rate is reported too.
+stages the `<answer>` part is matched, and the format rate and the structured-thinking
+reward (the share of the trace's facts the reply's `<think>` part states) are reported too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from iclr_jax.recipes.audio import settings
 from iclr_jax.recipes.audio.alm_model import AudioLM
 from iclr_jax.recipes.audio.clips import ClipSet, clip_sets
 from iclr_jax.recipes.audio.encoder_stage import export, load_export
-from iclr_jax.rl.rewards import extract_answer, format_reward, normalize_text
+from iclr_jax.rl.rewards import (extract_answer, format_reward, normalize_text,
+                                 structured_thinking_reward)
 from iclr_jax.train import mesh as mesh_lib
 from iclr_jax.train.loop import fit
 from iclr_jax.recipes.common import language_model
@@ -120,6 +122,13 @@ def evaluate(model: AudioLM, trainable, clips: ClipSet, config, *, think: bool,
   return score_rows(items, replies, clips, method=method, think=think, workdir=workdir)
 
 
+def thinking_scores(replies, items, clips: ClipSet) -> np.ndarray:
+  """GRPO's structured-thinking reward of each reply: the share of the facts its skill's
+  trace should state (`music_qa.thinking_reference`) that its `<think>` part states."""
+  refs = [music_qa.thinking_reference(clips.labels[i], skill) for i, skill in items]
+  return structured_thinking_reward(replies, refs, drop_articles=False)
+
+
 def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
                workdir: str | None = None) -> list[dict]:
   """Per-skill rows; with `workdir`, every item's reply is kept in
@@ -131,6 +140,8 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
       pred = (extract_answer(reply) or "") if think else reply
       preds.append(dict(clip=i, piece=clips.labels[i]["piece"], skill=skill, reference=ref,
                         reply=reply, correct=bool(_match(pred, ref))))
+      if think:
+        preds[-1]["thinking"] = float(thinking_scores([reply], [(i, skill)], clips)[0])
     with open(os.path.join(workdir, f"predictions_{method}.jsonl"), "w") as f:
       f.writelines(json.dumps(p) + "\n" for p in preds)
   rows = []
@@ -143,7 +154,9 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
     row = dict(method=method, skill=skill, n=len(sel),
                accuracy=float(np.mean([_match(p, r) for p, r in zip(preds, refs)])))
     if think:
-      row["format"] = float(np.mean(format_reward([replies[k] for k in sel])))
+      texts = [replies[k] for k in sel]
+      row["format"] = float(np.mean(format_reward(texts)))
+      row["thinking"] = float(np.mean(thinking_scores(texts, [items[k] for k in sel], clips)))
     rows.append(row)
   return rows
 

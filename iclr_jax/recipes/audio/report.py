@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from iclr_jax.datasets.music_qa import SKILLS
+from iclr_jax.rl.rewards import format_reward
 from iclr_jax.train.metrics import read_jsonl
 from iclr_jax.train.study import markdown_table
 
@@ -62,13 +63,14 @@ def subset_rows_of(dirs, clips: set[int]) -> list[dict]:
     items = [p for p in items if p["clip"] in clips]
     first = next((r for r in stage if r["method"] == method), {})
     for skill in SKILLS:
-      mine = [p["correct"] for p in items if p["skill"] == skill]
+      mine = [p for p in items if p["skill"] == skill]
       if mine:
         row = dict(method=method, stage=first.get("stage", "?"), skill=skill, n=len(mine),
-                   accuracy=float(np.mean(mine)))
-        if "format" in first:
-          row["format"] = float(np.mean([r["format"] for r in stage
-                                         if r["method"] == method]))
+                   accuracy=float(np.mean([p["correct"] for p in mine])))
+        if "format" in first:  # a reasoning stage: format (and thinking) on these clips
+          row["format"] = float(np.mean(format_reward([p["reply"] for p in mine])))
+          if all("thinking" in p for p in mine):
+            row["thinking"] = float(np.mean([p["thinking"] for p in mine]))
         rows.append(row)
   return rows
 
@@ -85,12 +87,14 @@ def table(rows: list[dict]) -> str:
       row[s] = f"{cells[s]['accuracy']:.3f}" if s in cells else "–"
     row["mean"] = (f"{np.mean([cells[s]['accuracy'] for s in SKILLS]):.3f}"
                    if all(s in cells for s in SKILLS) else "–")
-    fmt = [r["format"] for r in mine if "format" in r]
-    row["format"] = f"{np.mean(fmt):.2f}" if fmt else "–"
+    for name in ("format", "thinking"):  # means over the skills' rows
+      values = [r[name] for r in mine if name in r]
+      row[name] = f"{np.mean(values):.2f}" if values else "–"
     out.append(row)
   columns = [("method", "{method}"), ("stage", "{stage}")] + [(s, "{" + s + "}")
                                                               for s in SKILLS]
-  return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}")])
+  return markdown_table(out, columns + [("mean", "{mean}"), ("format", "{format}"),
+                                        ("thinking", "{thinking}")])
 
 
 def seed_clips(workdirs) -> set[int]:
@@ -125,6 +129,11 @@ def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
         out.append(dict(method=method, stage=runs[0][0]["stage"], skill=skill, n=n,
                         seeds=len(accs), accuracy=float(np.mean(accs)),
                         accuracy_std=float(np.std(accs))))
+        thinks = [np.mean([r["thinking"] for r in rows]) for rows in runs
+                  if all("thinking" in r for r in rows)]
+        if skill == "mean" and thinks:  # a reasoning stage's structured-thinking reward
+          out[-1].update(thinking=float(np.mean(thinks)), thinking_std=float(np.std(thinks)),
+                         thinking_seeds=len(thinks))
   return out
 
 
@@ -138,9 +147,12 @@ def seeds_table(rows: list[dict]) -> str:
       c = cells.get(s)
       line[s] = (f"{c['accuracy']:.3f} ± {c['accuracy_std']:.3f} ({c['seeds']})" if c
                  else "–")
+    c = cells.get("mean", {})
+    line["thinking"] = (f"{c['thinking']:.2f} ± {c['thinking_std']:.2f} "
+                        f"({c['thinking_seeds']})" if "thinking" in c else "–")
     out.append(line)
   return markdown_table(out, [("method", "{method}"), ("stage", "{stage}")]
-                        + [(s, "{" + s + "}") for s in SKILLS + ("mean",)])
+                        + [(s, "{" + s + "}") for s in SKILLS + ("mean", "thinking")])
 
 
 def write_seeds(workdirs, path: str) -> str:
