@@ -40,7 +40,7 @@ def get_config(arg=None):
   # (seed 0) scores best on held-out validation instructions by `metric`
   # ('preference_accuracy' on the validation pairs, or 'win_rate' of greedy replies);
   # () = policy.learning_rate.
-  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4, 6e-4), validation_prompts=100, seed=1,
+  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4, 6e-4, 2e-3), validation_prompts=100, seed=1,
                 metric="preference_accuracy")
   if smoke:
     c.random_model_sizes = dict(num_layers=2, d_model=32, num_heads=2, num_kv_heads=1,
