@@ -121,9 +121,9 @@ def _elbo_rows_in_a_fresh_process(repo_root):
 def elbo_rows(repo_root):
   """Computed in a fresh process. Inside the full suite (two workers busy beside it) the
   Duo loss has come out NaN for all 200 keys twice, first in a worker and later in this
-  fresh process too, while alone it never did (ten runs, also with the suite's
-  environment and four copies at once): identical inputs, so the program or its runtime,
-  not the loss. Such a run is repeated once in another fresh process, and
+  fresh process too, while alone it never did (some thirty runs, with the suite's
+  environment, beside a training job, four at once): identical inputs, so the program or
+  its runtime, not the loss. Such a run is repeated once in another fresh process, and
   its diagnosis (are the parameters finite, the first bad key's loss eagerly and after a
   fresh compile) is reported as a warning; a second non-finite run fails the test."""
   rows = _elbo_rows_in_a_fresh_process(repo_root)
