@@ -206,7 +206,7 @@ def _process(joints: jax.Array, feet_threshold: float):
     return features[:t - 1], positions[:t]
   # Concrete input: pad and cut on the host, so only the padded length compiles (eager
   # padding and slicing would compile again for every length t).
-  joints = np.asarray(joints, np.float32)
+  joints = np.asarray(joints)
   joints = np.concatenate([joints, np.repeat(joints[-1:], padded - t, axis=0)])
   features, positions = _process_padded(joints, smoothing, np.arange(padded) < t,
                                         feet_threshold)

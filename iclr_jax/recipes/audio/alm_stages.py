@@ -133,15 +133,16 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
                workdir: str | None = None) -> list[dict]:
   """Per-skill rows; with `workdir`, every item's reply is kept in
   `<workdir>/predictions_<method>.jsonl` (clip, skill, reference, reply, correct)."""
+  thinking = thinking_scores(replies, items, clips) if think else None
   if workdir is not None:
     preds = []
-    for (i, skill), reply in zip(items, replies):
+    for k, ((i, skill), reply) in enumerate(zip(items, replies)):
       ref = clips.answers[i][skill]
       pred = (extract_answer(reply) or "") if think else reply
       preds.append(dict(clip=i, piece=clips.labels[i]["piece"], skill=skill, reference=ref,
                         reply=reply, correct=bool(_match(pred, ref))))
       if think:
-        preds[-1]["thinking"] = float(thinking_scores([reply], [(i, skill)], clips)[0])
+        preds[-1]["thinking"] = float(thinking[k])
     with open(os.path.join(workdir, f"predictions_{method}.jsonl"), "w") as f:
       f.writelines(json.dumps(p) + "\n" for p in preds)
   rows = []
@@ -154,9 +155,8 @@ def score_rows(items, replies, clips: ClipSet, *, method: str, think: bool,
     row = dict(method=method, skill=skill, n=len(sel),
                accuracy=float(np.mean([_match(p, r) for p, r in zip(preds, refs)])))
     if think:
-      texts = [replies[k] for k in sel]
-      row["format"] = float(np.mean(format_reward(texts)))
-      row["thinking"] = float(np.mean(thinking_scores(texts, [items[k] for k in sel], clips)))
+      row["format"] = float(np.mean(format_reward([replies[k] for k in sel])))
+      row["thinking"] = float(np.mean(thinking[sel]))
     rows.append(row)
   return rows
 
