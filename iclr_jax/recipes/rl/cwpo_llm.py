@@ -293,6 +293,7 @@ def tuning_training_set(data, config):
 
 
 def tuned_policy_path(workdir: str, objective: str, lr: float) -> str:
+  """Where the tuning run of `objective` at `lr` keeps its adapters (per epoch)."""
   return os.path.join(workdir, "tune", f"{objective}_lr{lr:g}.npz")
 
 
