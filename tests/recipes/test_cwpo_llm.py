@@ -303,8 +303,9 @@ def test_smoke_study_end_to_end_and_bad_configs(tmp_path):
 
 def test_seed_0_human_all_reuses_the_tuning_policy(tmp_path):
   """The tuning run is seed 0's human_all policy: for every human fraction its training set
-  (pairs, labels, weights) is the tuning set, and its finished adapters are copied (once,
-  for seed 0 and human_all only, never over a policy already there)."""
+  (pairs, labels, weights) is the tuning set, and its finished adapters are copied (for
+  seed 0 and human_all only, never over a policy already there; a copy from an earlier
+  start still counts)."""
   config = smoke_config("cwpo_llm")
   gold = np.random.default_rng(0).integers(0, 2, 50)
   data = dict(pairs=[dict(gold=int(g)) for g in gold])
@@ -326,4 +327,9 @@ def test_seed_0_human_all_reuses_the_tuning_policy(tmp_path):
   assert not C.reuse_tuned_policy(str(tmp_path), "ipo:human_all", 0, 6e-5, path)
   assert C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, path)
   assert open(path, "rb").read() == b"adapters"
-  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, path)
+  assert C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, path)  # restarted
+  other = str(tmp_path / "policies" / "other.npz")
+  with open(other, "wb") as f:
+    f.write(b"half-trained")
+  assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, other)
+  assert open(other, "rb").read() == b"half-trained"

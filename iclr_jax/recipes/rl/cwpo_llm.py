@@ -39,6 +39,7 @@ restart), annotators.jsonl, table.md / table.json and win_rate.png (`cwpo_llm_re
 
 from __future__ import annotations
 
+import filecmp
 import functools
 import json
 import os
@@ -301,14 +302,16 @@ def reuse_tuned_policy(workdir: str, variant: str, seed: int, lr: float, path: s
   """The tuning run of `variant`'s objective at `lr` trained '<objective>:human_all' of
   seed 0 already (same pairs, labels, initialisation, batch order and rate): copy its
   finished adapters to `path` (where `train_policy` finds them done) instead of training
-  the same policy again. True when copied."""
+  the same policy again; a policy already at `path` is never replaced. True when `path`
+  holds that copy (now or from an earlier start)."""
   objective, labels = parse_variant(variant)
   source = tuned_policy_path(workdir, objective, lr)
-  if labels != "human_all" or seed != 0 or os.path.exists(path) or not os.path.exists(source):
+  if labels != "human_all" or seed != 0 or not os.path.exists(source):
     return False
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  shutil.copyfile(source, path)
-  return True
+  if not os.path.exists(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copyfile(source, path)
+  return filecmp.cmp(source, path, shallow=False)
 
 
 def tuned_learning_rates(lm, data, refs, config, workdir
