@@ -199,17 +199,16 @@ def _process(joints: jax.Array, feet_threshold: float):
   t = joints.shape[0]
   padded = -(-t // PAD_FRAMES) * PAD_FRAMES
   smoothing = smoothing_matrix(padded, FORWARD_SIGMA, t).astype(np.float32)
-  if isinstance(joints, jax.core.Tracer):
-    joints = jnp.concatenate([joints, jnp.repeat(joints[-1:], padded - t, axis=0)])
-    features, positions = _process_padded(joints, smoothing, jnp.arange(padded) < t,
-                                          feet_threshold)
-    return features[:t - 1], positions[:t]
-  # Concrete input: pad and cut on the host, so only the padded length compiles (eager
+  # Concrete input is padded and cut on the host, so only the padded length compiles (eager
   # padding and slicing would compile again for every length t).
-  joints = np.asarray(joints)
-  joints = np.concatenate([joints, np.repeat(joints[-1:], padded - t, axis=0)])
-  features, positions = _process_padded(joints, smoothing, np.arange(padded) < t,
+  traced = isinstance(joints, jax.core.Tracer)
+  xp = jnp if traced else np
+  joints = joints if traced else np.asarray(joints)
+  joints = xp.concatenate([joints, xp.repeat(joints[-1:], padded - t, axis=0)])
+  features, positions = _process_padded(joints, smoothing, xp.arange(padded) < t,
                                         feet_threshold)
+  if traced:
+    return features[:t - 1], positions[:t]
   return jnp.asarray(np.asarray(features)[:t - 1]), jnp.asarray(np.asarray(positions)[:t])
 
 

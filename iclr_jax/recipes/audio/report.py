@@ -117,10 +117,16 @@ def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
     runs = [[r for r in rows if r["method"] == method] for rows in per_dir.values()]
     runs = [rows for rows in runs if rows]
     for skill in SKILLS + ("mean",):
+      extra = {}
       if skill == "mean":
-        accs = [np.mean([r["accuracy"] for r in rows]) for rows in runs
-                if {r["skill"] for r in rows} == set(SKILLS)]
+        whole = [rows for rows in runs if {r["skill"] for r in rows} == set(SKILLS)]
+        accs = [np.mean([r["accuracy"] for r in rows]) for rows in whole]
         n = None
+        thinks = [np.mean([r["thinking"] for r in rows]) for rows in whole
+                  if all("thinking" in r for r in rows)]
+        if thinks:  # a reasoning stage's structured-thinking reward
+          extra = dict(thinking=float(np.mean(thinks)), thinking_std=float(np.std(thinks)),
+                       thinking_seeds=len(thinks))
       else:
         cells = [[r for r in rows if r["skill"] == skill] for rows in runs]
         accs = [c[0]["accuracy"] for c in cells if c]
@@ -128,12 +134,7 @@ def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
       if accs:
         out.append(dict(method=method, stage=runs[0][0]["stage"], skill=skill, n=n,
                         seeds=len(accs), accuracy=float(np.mean(accs)),
-                        accuracy_std=float(np.std(accs))))
-        thinks = [np.mean([r["thinking"] for r in rows]) for rows in runs
-                  if all("thinking" in r for r in rows)]
-        if skill == "mean" and thinks:  # a reasoning stage's structured-thinking reward
-          out[-1].update(thinking=float(np.mean(thinks)), thinking_std=float(np.std(thinks)),
-                         thinking_seeds=len(thinks))
+                        accuracy_std=float(np.std(accs)), **extra))
   return out
 
 
