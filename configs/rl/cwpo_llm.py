@@ -39,9 +39,10 @@ def get_config(arg=None):
   # Each objective's learning rate: the one of these whose policy on every human label
   # (seed 0) scores best on held-out validation instructions by `metric`
   # ('preference_accuracy' on the validation pairs, or 'win_rate' of greedy replies);
-  # () = policy.learning_rate.
-  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4, 6e-4, 2e-3), validation_prompts=100, seed=1,
-                metric="preference_accuracy")
+  # () = policy.learning_rate. Each of `larger_rates` is tried in turn, for an objective
+  # whose best rate so far is the largest tried (its best lies at the grid's edge).
+  c.tune = dict(learning_rates=(2e-5, 6e-5, 2e-4, 6e-4, 2e-3), larger_rates=(6e-3, 2e-2),
+                validation_prompts=100, seed=1, metric="preference_accuracy")
   if smoke:
     c.random_model_sizes = dict(num_layers=2, d_model=32, num_heads=2, num_kv_heads=1,
                                 mlp_hidden=64)
@@ -50,6 +51,6 @@ def get_config(arg=None):
     c.data.update(train_prompts=24, test_prompts=6, max_new_tokens=12, batch_size=8)
     c.reward_model.update(rank=2, epochs=2, batch_size=4)
     c.policy.update(rank=2, epochs=2, batch_size=4)
-    c.tune.update(learning_rates=(2e-4, 1e-3), validation_prompts=12)
+    c.tune.update(learning_rates=(2e-4, 1e-3), larger_rates=(), validation_prompts=12)
     c.eval.samples = 8  # the random model's replies tie often
   return c

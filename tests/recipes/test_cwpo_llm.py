@@ -188,6 +188,32 @@ def test_learning_rate_choice_by_preference_accuracy():
                          "preference_accuracy")
 
 
+def test_the_grid_widens_only_while_the_best_rate_is_its_largest():
+  """Validation accuracies rising to 6e-3 and falling after: the grid (2e-4, 6e-4) is
+  widened to 2e-3, 6e-3 and 2e-2, where the best (6e-3) is no longer the largest tried, so
+  6e-2 is never trained; a best rate inside the grid trains nothing more."""
+  accuracy = {2e-4: 0.70, 6e-4: 0.74, 2e-3: 0.79, 6e-3: 0.81}
+  trained = []
+
+  def run_unit(lr, peak=6e-3):
+    trained.append(lr)
+    return dict(learning_rate=lr, preference_accuracy=accuracy[lr] if lr <= peak else 0.6)
+
+  rows = C.tune_objective(run_unit, [2e-4, 6e-4], [2e-3, 6e-3, 2e-2, 6e-2],
+                          "preference_accuracy")
+  assert trained == [2e-4, 6e-4, 2e-3, 6e-3, 2e-2] and len(rows) == 5
+  assert C.pick_learning_rate(rows, "preference_accuracy") == 6e-3
+  trained.clear()
+  rows = C.tune_objective(lambda lr: run_unit(lr, peak=2e-4), [2e-4, 6e-4], [2e-3],
+                          "preference_accuracy")
+  assert trained == [2e-4, 6e-4] and C.pick_learning_rate(rows, "preference_accuracy") == 2e-4
+  config = smoke_config("cwpo_llm")
+  for larger in ((1e-3,), (5e-3, 3e-3)):
+    config.tune.larger_rates = larger
+    with pytest.raises(ValueError, match="config.tune.larger_rates must increase and exceed"):
+      C._check_config(config)
+
+
 def test_preference_accuracy_against_a_loop():
   rng = np.random.default_rng(3)
   n = 40

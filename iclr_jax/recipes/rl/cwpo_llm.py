@@ -314,6 +314,20 @@ def reuse_tuned_policy(workdir: str, variant: str, seed: int, lr: float, path: s
   return filecmp.cmp(source, path, shallow=False)
 
 
+def tune_objective(run_unit, grid, larger, metric: str) -> list[dict]:
+  """One objective's tuning rows: `run_unit(lr)` (its row, trained or read back) at every
+  rate of `grid`, then at each rate of `larger` in turn while the best rate so far
+  (`pick_learning_rate`) is the largest tried. A best rate at the grid's edge may leave
+  the 100%-human baseline short of its best; this widens the grid only where that
+  happens."""
+  rows = [run_unit(lr) for lr in grid]
+  for lr in larger:
+    if pick_learning_rate(rows, metric) < max(r["learning_rate"] for r in rows):
+      break
+    rows.append(run_unit(lr))
+  return rows
+
+
 def tuned_learning_rates(lm, data, refs, config, workdir
                          ) -> tuple[dict[str, float], list[dict]]:
   """(per objective of `config.variants` its policy learning rate, the tuning rows): with
@@ -321,9 +335,10 @@ def tuned_learning_rates(lm, data, refs, config, workdir
   policy trained on every human label (seed 0's annotator draw) scores highest on the
   validation instructions (`cwpo_llm_data.build_validation`) by `config.tune.metric`: its
   preference accuracy on gold-labelled validation pairs, or its greedy replies' gold win
-  rate. So each objective's 100%-human baseline gets its best rate and every variant of it
-  uses that rate. Each (objective, rate) is a unit of tune.jsonl (the rows returned),
-  skipped once done."""
+  rate, over the grid and `config.tune.larger_rates` where reached (`tune_objective`). So
+  each objective's 100%-human baseline gets its best rate and every variant of it uses
+  that rate. Each (objective, rate) is a unit of tune.jsonl (the rows returned), skipped
+  once done."""
   objectives = sorted({parse_variant(v)[0] for v in config.variants})
   rates = [float(r) for r in config.tune.learning_rates]
   if not rates:
@@ -332,24 +347,28 @@ def tuned_learning_rates(lm, data, refs, config, workdir
   heldout = heldout_set(lm, config, workdir, "validation", validation)
   study = Study(workdir, key=TUNE_KEY, filename="tune.jsonl")
   idx, chosen_a, weights = tuning_training_set(data, config)
-  for objective in objectives:
-    for lr in rates:
-      if study.done(objective=objective, learning_rate=lr):
-        continue
-      t0 = time.time()
-      adapters, losses = train_policy(
-          lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
-          learning_rate=lr, path=tuned_policy_path(workdir, objective, lr))
-      row = dict(objective=objective, learning_rate=lr, loss_last=float(np.mean(losses[-5:])),
-                 **evaluate(lm, adapters, validation, config, objective=objective,
-                            heldout=heldout), seconds=time.time() - t0)
-      study.record([row])
-      logging.info("tune %s lr %g: validation win rate %.3f, score %.3f, preference "
-                   "accuracy %.3f (%.0f s)", objective, lr, row["win_rate"], row["score"],
-                   row["preference_accuracy"], row["seconds"])
-  rows = [r for r in study.rows if r["learning_rate"] in rates]
-  return {o: pick_learning_rate([r for r in rows if r["objective"] == o], config.tune.metric)
-          for o in objectives}, rows
+
+  def run_unit(objective, lr):
+    if study.done(objective=objective, learning_rate=lr):
+      return study.select(objective=objective, learning_rate=lr)[0]
+    t0 = time.time()
+    adapters, losses = train_policy(
+        lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
+        learning_rate=lr, path=tuned_policy_path(workdir, objective, lr))
+    row = dict(objective=objective, learning_rate=lr, loss_last=float(np.mean(losses[-5:])),
+               **evaluate(lm, adapters, validation, config, objective=objective,
+                          heldout=heldout), seconds=time.time() - t0)
+    study.record([row])
+    logging.info("tune %s lr %g: validation win rate %.3f, score %.3f, preference "
+                 "accuracy %.3f (%.0f s)", objective, lr, row["win_rate"], row["score"],
+                 row["preference_accuracy"], row["seconds"])
+    return row
+
+  larger = [float(r) for r in config.tune.larger_rates]
+  tuned = {o: tune_objective(functools.partial(run_unit, o), rates, larger,
+                             config.tune.metric) for o in objectives}
+  return ({o: pick_learning_rate(rows, config.tune.metric) for o, rows in tuned.items()},
+          [r for rows in tuned.values() for r in rows])
 
 
 def heldout_set(lm, config, workdir: str, name: str, items):
@@ -372,6 +391,10 @@ def _check_config(config):
   if config.tune.metric not in TUNE_METRICS:
     raise ValueError(f"config.tune.metric must be one of {TUNE_METRICS}, got "
                      f"{config.tune.metric!r}")
+  grid, larger = list(config.tune.learning_rates), list(config.tune.larger_rates)
+  if larger and (not grid or sorted(set(larger)) != larger or larger[0] <= max(grid)):
+    raise ValueError(f"config.tune.larger_rates must increase and exceed every rate of "
+                     f"config.tune.learning_rates {tuple(grid)}, got {tuple(larger)}")
   if config.eval.samples < 2:
     raise ValueError(f"config.eval.samples must be >= 2 (a pair needs two replies), got "
                      f"{config.eval.samples}")
