@@ -349,8 +349,9 @@ def tuned_learning_rates(lm, data, refs, config, workdir
   idx, chosen_a, weights = tuning_training_set(data, config)
 
   def run_unit(objective, lr):
-    if study.done(objective=objective, learning_rate=lr):
-      return study.select(objective=objective, learning_rate=lr)[0]
+    done = study.select(objective=objective, learning_rate=lr)
+    if done:
+      return done[0]
     t0 = time.time()
     adapters, losses = train_policy(
         lm, data["pairs"], refs, idx, chosen_a, weights, objective, config, seed=0,
