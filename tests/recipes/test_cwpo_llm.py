@@ -359,3 +359,32 @@ def test_seed_0_human_all_reuses_the_tuning_policy(tmp_path):
     f.write(b"half-trained")
   assert not C.reuse_tuned_policy(str(tmp_path), "dpo:human_all", 0, 6e-5, other)
   assert open(other, "rb").read() == b"half-trained"
+
+
+def test_report_aggregates_seeds_and_names_the_all_human_policy(tmp_path):
+  """The report's mean ± std per variant equals NumPy's over the seed rows, annotator
+  buckets are averaged over seeds, and the policy trained on every human label is shown as
+  such (its rows carry the 20% split's fraction only to name the split)."""
+  from iclr_jax.recipes.rl import cwpo_llm_report as R
+  rng = np.random.default_rng(0)
+  rows = [dict(variant=v, fraction=0.2, seed=s, learning_rate=6e-4, pairs=10.0,
+               label_accuracy=0.8, mean_weight=1.0, win_rate=float(rng.uniform()),
+               score=0.5, preference_accuracy=float(rng.uniform()), seconds=10.0)
+          for v in ("dpo:human_all", "dpo:cw") for s in range(3)]
+  notes = [dict(annotator="reward_model", fraction=0.2, seed=s, human_accuracy=0.8,
+                accuracy=0.6 + 0.1 * s,
+                by_confidence=[dict(accuracy=a + 0.1 * s) for a in (0.4, 0.5, 0.6, 0.7)])
+           for s in range(3)]
+  stats = dict(pairs=10, ties=1, train_prompts=11, reference_test_score=0.5)
+  table = R.tables(rows, notes, stats)
+  for r in table["policy"]:
+    wins = [x["win_rate"] for x in rows if x["variant"] == r["variant"]]
+    np.testing.assert_allclose([r["seeds"], r["win_rate"], r["win_rate_std"]],
+                               [3, np.mean(wins), np.std(wins)])
+  (ann,) = table["annotators"]
+  np.testing.assert_allclose([ann["accuracy"], ann["accuracy_std"]],
+                             [0.7, np.std([0.6, 0.7, 0.8])])
+  np.testing.assert_allclose(ann["by_confidence"], [0.5, 0.6, 0.7, 0.8])
+  lines = R.markdown(table).splitlines()
+  assert any(x.startswith("| dpo:human_all | 1 (all) |") for x in lines)
+  assert any(x.startswith("| dpo:cw | 0.2 |") for x in lines)

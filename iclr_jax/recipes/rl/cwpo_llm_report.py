@@ -35,13 +35,19 @@ def tables(rows, notes, stats, tune=(), rates=None, tune_metric: str = "win_rate
               tune_metric=tune_metric)
 
 
+def _human_fraction(row) -> str:
+  """The share of human labels a policy trained on: every label for `*:human_all` (its rows
+  carry the split's fraction only to name the split they belong to)."""
+  return "1 (all)" if row["variant"].endswith(":human_all") else f"{row['fraction']:g}"
+
+
 def markdown(table) -> str:
   d = table["data"]
   head = (f"{d['pairs']} training pairs with a gold preference ({d['ties']} ties of "
           f"{d['train_prompts']} dropped); reference mean rubric score on the test "
           f"instructions {d['reference_test_score']:.3f}.\n\n")
   policy = markdown_table(table["policy"], [
-      ("variant", "{variant}"), ("human fraction", "{fraction:g}"),
+      ("variant", "{variant}"), ("human fraction", _human_fraction),
       ("learning rate", "{learning_rate:g}"), ("seeds", "{seeds}"),
       ("pairs", "{pairs:.0f}"), ("label accuracy", "{label_accuracy:.3f}"),
       ("mean weight", "{mean_weight:.3f}"), ("win rate vs reference", pm("win_rate")),
