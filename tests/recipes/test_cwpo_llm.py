@@ -388,3 +388,26 @@ def test_report_aggregates_seeds_and_names_the_all_human_policy(tmp_path):
   lines = R.markdown(table).splitlines()
   assert any(x.startswith("| dpo:human_all | 1 (all) |") for x in lines)
   assert any(x.startswith("| dpo:cw | 0.2 |") for x in lines)
+
+
+def test_report_seed_paired_differences_equal_a_loop_over_seeds():
+  """Each contrast is the per-seed difference of two variants (matched on fraction and
+  seed, a seed missing on either side left out), summarised as mean, std and positives."""
+  from iclr_jax.recipes.rl import cwpo_llm_report as R
+  rng = np.random.default_rng(1)
+  rows = [dict(variant=v, fraction=0.2, seed=s, win_rate=float(rng.uniform()),
+               preference_accuracy=float(rng.uniform()))
+          for v in ("ipo:human_all", "ipo:weak", "ipo:cw") for s in range(3)]
+  rows = [r for r in rows if (r["variant"], r["seed"]) != ("ipo:weak", 2)]
+  got = {r["contrast"]: r for r in R.contrasts(rows)}
+  assert set(got) == {"cw − human_all", "cw − weak"}
+  for against, seeds in (("human_all", 3), ("weak", 2)):
+    d = []
+    for s in range(seeds):
+      (a,) = [r["win_rate"] for r in rows if r["variant"] == "ipo:cw" and r["seed"] == s]
+      (b,) = [r["win_rate"] for r in rows if r["variant"] == f"ipo:{against}"
+              and r["seed"] == s]
+      d.append(a - b)
+    r = got[f"cw − {against}"]
+    assert r["seeds"] == seeds and r["win_rate_positive"] == sum(x > 0 for x in d)
+    np.testing.assert_allclose([r["win_rate"], r["win_rate_std"]], [np.mean(d), np.std(d)])

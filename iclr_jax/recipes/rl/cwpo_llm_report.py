@@ -24,6 +24,34 @@ def _annotator_rows(notes):
   return out
 
 
+# (labels, against): the claim (confidence-weighted 20% + weak vs every human label) and what
+# each ingredient adds (the weights over unweighted weak labels; the weak labels over the 20%).
+CONTRASTS = (("cw", "human_all"), ("cw", "weak"), ("cw", "human_subset"),
+             ("cw_judge", "judge"))
+
+
+def contrasts(rows, metrics=("win_rate", "preference_accuracy")) -> list[dict[str, Any]]:
+  """Seed-paired differences: within a seed every variant shares the human labels, the
+  annotators and the LoRA initialisation, so `objective:labels` minus `objective:against` is
+  taken per (fraction, seed) and summarised as mean, population std, and the number of
+  seeds where it is positive."""
+  by = {(r["variant"], r["fraction"], r["seed"]): r for r in rows}
+  out = []
+  for objective in sorted({r["variant"].split(":")[0] for r in rows}):
+    for labels, against in CONTRASTS:
+      pairs = [(r, by[(f"{objective}:{against}", f, s)]) for (v, f, s), r in by.items()
+               if v == f"{objective}:{labels}" and (f"{objective}:{against}", f, s) in by]
+      if not pairs:
+        continue
+      row = dict(objective=objective, contrast=f"{labels} − {against}", seeds=len(pairs))
+      for m in metrics:
+        d = np.array([a[m] - b[m] for a, b in pairs], float)
+        row.update({m: float(d.mean()), f"{m}_std": float(d.std()),
+                    f"{m}_positive": int((d > 0).sum())})
+      out.append(row)
+  return out
+
+
 def tables(rows, notes, stats, tune=(), rates=None, tune_metric: str = "win_rate"
            ) -> dict[str, Any]:
   policy = mean_std(rows, by=("variant", "fraction", "learning_rate"),
@@ -31,8 +59,8 @@ def tables(rows, notes, stats, tune=(), rates=None, tune_metric: str = "win_rate
                              "mean_weight", "pairs", "seconds"))
   tune = [dict(r, chosen=bool(rates) and rates.get(r["objective"]) == r["learning_rate"])
           for r in sorted(tune, key=lambda r: (r["objective"], r["learning_rate"]))]
-  return dict(policy=policy, annotators=_annotator_rows(notes), data=stats, tune=tune,
-              tune_metric=tune_metric)
+  return dict(policy=policy, contrasts=contrasts(rows), annotators=_annotator_rows(notes),
+              data=stats, tune=tune, tune_metric=tune_metric)
 
 
 def _human_fraction(row) -> str:
@@ -60,8 +88,14 @@ def markdown(table) -> str:
       ("weak label accuracy", pm("accuracy")),
       ("by confidence quartile (low → high)",
        lambda r: ", ".join(f"{a:.2f}" for a in r["by_confidence"]))])
-  out = head + policy + "\n\nAnnotators on the pairs they label (gold agreement):\n\n" + (
-      annotators)
+  paired = markdown_table(table["contrasts"], [
+      ("objective", "{objective}"), ("difference", "{contrast}"), ("seeds", "{seeds}"),
+      ("win rate", pm("win_rate")), ("seeds > 0 (win)", "{win_rate_positive}"),
+      ("preference accuracy", pm("preference_accuracy")),
+      ("seeds > 0 (accuracy)", "{preference_accuracy_positive}")])
+  out = (head + policy + "\n\nSeed-paired differences (same human labels, annotators and "
+         "initialisation within a seed):\n\n" + paired
+         + "\n\nAnnotators on the pairs they label (gold agreement):\n\n" + annotators)
   if table["tune"]:
     out += ("\n\nLearning rate per objective: its policy on every human label (seed 0) "
             "scored on the validation instructions (chosen by "
