@@ -361,7 +361,7 @@ def test_seed_0_human_all_reuses_the_tuning_policy(tmp_path):
   assert open(other, "rb").read() == b"half-trained"
 
 
-def test_report_aggregates_seeds_and_names_the_all_human_policy(tmp_path):
+def test_report_aggregates_seeds_and_names_the_all_human_policy():
   """The report's mean ± std per variant equals NumPy's over the seed rows, annotator
   buckets are averaged over seeds, and the policy trained on every human label is shown as
   such (its rows carry the 20% split's fraction only to name the split)."""

@@ -39,8 +39,11 @@ def contrasts(rows, metrics=("win_rate", "preference_accuracy")) -> list[dict[st
   out = []
   for objective in sorted({r["variant"].split(":")[0] for r in rows}):
     for labels, against in CONTRASTS:
-      pairs = [(r, by[(f"{objective}:{against}", f, s)]) for (v, f, s), r in by.items()
-               if v == f"{objective}:{labels}" and (f"{objective}:{against}", f, s) in by]
+      pairs = []
+      for (v, f, s), r in by.items():
+        other = by.get((f"{objective}:{against}", f, s))
+        if v == f"{objective}:{labels}" and other is not None:
+          pairs.append((r, other))
       if not pairs:
         continue
       row = dict(objective=objective, contrast=f"{labels} − {against}", seeds=len(pairs))
