@@ -292,3 +292,63 @@ def test_reasoning_stage_reports_format_and_thinking_per_seed(tmp_path):
   assert mean["thinking"] == pytest.approx(np.mean([0.5, 1 / 6]))
   assert mean["thinking_std"] == pytest.approx(np.std([0.5, 1 / 6]))
   assert "| 0.33 ± 0.17 (2) |" in report.seeds_table(report.seed_rows(ends))
+
+
+def test_sign_test_is_scipy_binomial_test():
+  stats = pytest.importorskip("scipy.stats")
+  for won, lost in ((34, 63), (20, 22), (0, 5), (7, 7), (14, 8), (1, 0)):
+    expected = stats.binomtest(won, won + lost, 0.5).pvalue
+    assert report.sign_test(won, lost) == pytest.approx(expected, rel=1e-12)
+  assert report.sign_test(0, 0) == 1.0
+
+
+def _kept_chain(root, correct_by_stage):
+  """Stage folders as committed away from their runs: `init_from` names a gone folder."""
+  folders = []
+  for (stage, method), correct in correct_by_stage.items():
+    folders.append(str(root / stage))
+    _stage(folders[-1], f"runs/gone_{stage}", stage, method, correct)
+  return folders
+
+
+def test_kept_folders_give_the_walked_chains_tables_and_paired_counts(tmp_path):
+  before = {(c, s): c < 3 for c in range(6) for s in report.SKILLS}   # 3 of 6 right
+  after = {(c, s): c in (0, 3, 4, 5) or (s == "key" and c < 3)       # wins 3, loses 2
+           for c in range(6) for s in report.SKILLS}
+  stages = {("skills", "alm_skills"): before, ("think", "alm_think"): after}
+  kept = _kept_chain(tmp_path / "kept", stages)
+  walked = str(tmp_path / "walked")
+  _stage(walked + "/skills", "", "skills", "alm_skills", before)
+  _stage(walked + "/think", walked + "/skills", "think", "alm_think", after)
+  assert report.seed_rows([kept]) == report.seed_rows([walked + "/think"])
+  assert os.path.abspath(kept[0]) not in report.chain(kept[-1])  # walking cannot reach it
+  rows = {r["skill"]: r for r in report.paired_rows(kept, "alm_skills", "alm_think",
+                                                    clips=set(range(6)))}
+  assert (rows["mode"]["won"], rows["mode"]["lost"], rows["mode"]["n"]) == (3, 2, 6)
+  assert (rows["key"]["won"], rows["key"]["lost"]) == (3, 0)
+  assert (rows["all"]["won"], rows["all"]["lost"]) == (3 * 7, 2 * 6)
+  assert rows["all"]["p"] == pytest.approx(report.sign_test(21, 12))
+  only = report.paired_rows(kept, "alm_skills", "alm_think", clips={0, 1})
+  assert (only[-1]["n"], only[-1]["won"], only[-1]["lost"]) == (14, 0, 6)  # clip 1 but key
+  with pytest.raises(ValueError, match="predictions_alm_grpo.jsonl"):
+    report.paired_rows(kept, "alm_skills", "alm_grpo", clips={0})
+
+
+def test_seed_table_binary_writes_both_tables(tmp_path):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  chains = []
+  for seed in range(2):
+    right = {(c, s): (c + seed) % 2 == 0 for c in range(4) for s in report.SKILLS}
+    chains.append(_kept_chain(tmp_path / f"s{seed}", {("skills", "alm_skills"): right,
+                                                      ("think", "alm_think"): right}))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+  out = subprocess.run(
+      [sys.executable, "experiments/audio_seed_table.py", f"--out_dir={tmp_path}",
+       "--pairs=alm_skills:alm_think", *[f"--chain={','.join(c)}" for c in chains]],
+      cwd=root, capture_output=True, text=True, check=False)
+  assert out.returncode == 0, out.stderr
+  seeds = (tmp_path / "table_seeds.md").read_text()
+  assert "on the 4 test clips" in seeds and "| alm_think | think | 0.500 ± 0.000 (2) |" in seeds
+  paired = (tmp_path / "paired_seeds.md").read_text()
+  assert "| 1 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 
 import numpy as np
@@ -31,6 +32,15 @@ def chain(workdir: str) -> list[str]:
   return out
 
 
+def stages(end) -> list[str]:
+  """One chain's stage folders. A folder walks back through `init_from` (`chain`); a
+  sequence of folders, first stage first, is the chain as given (rows kept away from their
+  runs, whose `init_from` folders are gone)."""
+  if isinstance(end, (str, os.PathLike)):
+    return chain(end)
+  return [os.path.abspath(d) for d in end]
+
+
 def chain_rows(workdir: str) -> list[dict]:
   """The results rows of `workdir` and of every stage before it."""
   return [r for d in chain(workdir) for r in read_jsonl(os.path.join(d, "results.jsonl"))]
@@ -44,9 +54,9 @@ def _predictions(dirs):
       yield stage, os.path.basename(path)[len("predictions_"):-len(".jsonl")], read_jsonl(path)
 
 
-def common_clips(workdir: str) -> set[int]:
-  """The test clips every method along the chain was evaluated on."""
-  sets = [{p["clip"] for p in items} for _, _, items in _predictions(chain(workdir))]
+def common_clips(workdir) -> set[int]:
+  """The test clips every method along the chain (`stages(workdir)`) was evaluated on."""
+  sets = [{p["clip"] for p in items} for _, _, items in _predictions(stages(workdir))]
   return set.intersection(*sets) if sets else set()
 
 
@@ -98,17 +108,17 @@ def table(rows: list[dict]) -> str:
 
 
 def seed_clips(workdirs) -> set[int]:
-  """The test clips every method of every chain ending at `workdirs` was evaluated on."""
+  """The test clips every method of every chain (`stages` of each) was evaluated on."""
   return set.intersection(*[common_clips(w) for w in workdirs])
 
 
 def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
   """Per method and skill, the mean and std over seeds of the accuracy on the test clips
-  that every method of every chain was evaluated on. `workdirs`: the last stage of one
-  chain per seed; a stage folder that several chains share (e.g. one encoder stage under
+  that every method of every chain was evaluated on. `workdirs`: one chain per seed, its
+  last stage folder or its list of folders (`stages`); a stage folder that several chains share (e.g. one encoder stage under
   every seed) counts once. A 'mean' row per method averages its skills within each
   seed first. `clips`: `seed_clips(workdirs)` when already computed."""
-  dirs = list(dict.fromkeys(d for w in workdirs for d in chain(w)))
+  dirs = list(dict.fromkeys(d for w in workdirs for d in stages(w)))
   clips = seed_clips(workdirs) if clips is None else clips
   per_dir = {d: subset_rows_of([d], clips) for d in dirs}
   out = []
@@ -179,3 +189,40 @@ def write(workdir: str) -> str:
   with open(os.path.join(workdir, "table.md"), "w") as f:
     f.write(text + "\n")
   return text
+
+
+def sign_test(won: int, lost: int) -> float:
+  """Exact two-sided sign test of `won` against `lost` (ties already dropped): the chance,
+  under 'either answer is equally likely to be the better one', of a split at least this
+  uneven."""
+  n = won + lost
+  if n == 0:
+    return 1.0
+  tail = sum(math.comb(n, i) for i in range(min(won, lost) + 1))
+  return min(1.0, 2 * tail / 2**n)
+
+
+def _answers(folders, method: str) -> dict:
+  for d in folders:
+    path = os.path.join(d, f"predictions_{method}.jsonl")
+    if os.path.exists(path):
+      return {(p["clip"], p["skill"]): bool(p["correct"]) for p in read_jsonl(path)}
+  raise ValueError(f"no predictions_{method}.jsonl in the folders {list(folders)}")
+
+
+def paired_rows(folders, before: str, after: str, clips: set[int]) -> list[dict]:
+  """Answer by answer, method `after` against method `before` (both found in `folders`, one
+  chain) on the questions both answered about `clips`: per skill and over all ('all'), how
+  many `after` gets right where `before` was wrong ('won'), the reverse ('lost'), and the
+  sign test's p."""
+  a, b = _answers(folders, before), _answers(folders, after)
+  items = [k for k in a if k in b and k[0] in clips]
+  rows = []
+  for skill in SKILLS + ("all",):
+    mine = [k for k in items if skill in ("all", k[1])]
+    if mine:
+      won = sum(b[k] and not a[k] for k in mine)
+      lost = sum(a[k] and not b[k] for k in mine)
+      rows.append(dict(before=before, after=after, skill=skill, n=len(mine), won=won,
+                       lost=lost, p=sign_test(won, lost)))
+  return rows
