@@ -8,8 +8,8 @@ runs at hand, `--config.seed_chains` on the stage itself gives the same `table_s
 
   R=docs/results/music_flamingo
   python experiments/audio_seed_table.py --out_dir=$R \
-    --chain=$R/encoder,$R/skills,$R/chain_s0/skills,$R/chain_s0/think,$R/chain_s0/grpo \
-    --chain=$R/encoder,$R/skills,$R/chain_s1/encoder,$R/chain_s1/skills,...
+    --chain=$R/encoder,$R/chain_s0/skills,$R/chain_s0/think,$R/chain_s0/grpo \
+    --chain=$R/chain_s1/encoder,$R/chain_s1/skills,$R/chain_s1/think,$R/chain_s1/grpo
 
 Every comparison in `--pairs` ('before:after' method names) is made within each chain, on the
 test clips every method of every chain answered (the clips of `table_seeds.md`).
