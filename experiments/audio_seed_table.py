@@ -55,6 +55,9 @@ def main(argv):
   for d in (d for c in chains for d in c):
     if not os.path.exists(os.path.join(d, "results.jsonl")):
       raise app.UsageError(f"--chain: {d} has no results.jsonl")
+  for pair in _PAIRS.value:
+    if len(pair.split(":")) != 2:
+      raise app.UsageError(f"--pairs: each item is 'before:after', got {pair!r}")
   os.makedirs(_OUT.value, exist_ok=True)
   print(report.write_seeds(chains, os.path.join(_OUT.value, "table_seeds.md")))
   text = paired_text(chains, _PAIRS.value, report.seed_clips(chains))

@@ -300,6 +300,8 @@ def test_sign_test_is_scipy_binomial_test():
     expected = stats.binomtest(won, won + lost, 0.5).pvalue
     assert report.sign_test(won, lost) == pytest.approx(expected, rel=1e-12)
   assert report.sign_test(0, 0) == 1.0
+  with pytest.raises(ValueError, match="won=-1, lost=3"):
+    report.sign_test(-1, 3)
 
 
 def _kept_chain(root, correct_by_stage):

@@ -195,6 +195,8 @@ def sign_test(won: int, lost: int) -> float:
   """Exact two-sided sign test of `won` against `lost` (ties already dropped): the chance,
   under 'either answer is equally likely to be the better one', of a split at least this
   uneven."""
+  if min(won, lost) < 0:
+    raise ValueError(f"won and lost must be counts >= 0, got won={won}, lost={lost}")
   n = won + lost
   if n == 0:
     return 1.0
