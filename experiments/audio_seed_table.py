@@ -17,6 +17,7 @@ test clips every method of every chain answered (the clips of `table_seeds.md`).
 
 from __future__ import annotations
 
+import json
 import os
 
 from absl import app, flags
@@ -31,19 +32,28 @@ _PAIRS = flags.DEFINE_list("pairs", ["alm_skills:alm_think", "alm_think:alm_grpo
 _OUT = flags.DEFINE_string("out_dir", ".", "Where table_seeds.md and paired_seeds.md go.")
 
 
+def _seed(folders, default: int) -> int:
+  """The training seed in the chain's last `config.json` (`default` without one)."""
+  path = os.path.join(folders[-1], "config.json")
+  if not os.path.exists(path):
+    return default
+  with open(path) as f:
+    return json.load(f).get("seed", default)
+
+
 def paired_text(chains, pairs, clips) -> str:
-  """Markdown: a line per chain, comparison and skill ('all' first)."""
+  """Markdown: a line per chain (named by its seed), comparison and skill ('all' first)."""
   lines = []
   for i, folders in enumerate(chains):
     for pair in pairs:
       before, after = pair.split(":")
       rows = report.paired_rows(folders, before, after, clips)
       for r in rows[-1:] + rows[:-1]:
-        lines.append(dict(chain=i, pair=f"{before} → {after}", **r))
+        lines.append(dict(seed=_seed(folders, i), pair=f"{before} → {after}", **r))
   return (f"Answer by answer on the {len(clips)} test clips of table_seeds.md: 'won' counts "
           "answers right after and wrong before, 'lost' the reverse; p is the exact two-sided "
           "sign test.\n\n" + markdown_table(lines, [
-              ("chain", "{chain}"), ("comparison", "{pair}"), ("skill", "{skill}"),
+              ("seed", "{seed}"), ("comparison", "{pair}"), ("skill", "{skill}"),
               ("answers", "{n}"), ("won", "{won}"), ("lost", "{lost}"), ("p", "{p:.3f}")]))
 
 

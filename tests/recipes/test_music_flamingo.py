@@ -344,6 +344,8 @@ def test_seed_table_binary_writes_both_tables(tmp_path):
     right = {(c, s): (c + seed) % 2 == 0 for c in range(4) for s in report.SKILLS}
     chains.append(_kept_chain(tmp_path / f"s{seed}", {("skills", "alm_skills"): right,
                                                       ("think", "alm_think"): right}))
+  with open(os.path.join(chains[1][-1], "config.json"), "w") as f:
+    json.dump({"init_from": "", "seed": 7}, f)  # the paired table names chains by seed
   root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
   out = subprocess.run(
       [sys.executable, "experiments/audio_seed_table.py", f"--out_dir={tmp_path}",
@@ -353,4 +355,5 @@ def test_seed_table_binary_writes_both_tables(tmp_path):
   seeds = (tmp_path / "table_seeds.md").read_text()
   assert "on the 4 test clips" in seeds and "| alm_think | think | 0.500 ± 0.000 (2) |" in seeds
   paired = (tmp_path / "paired_seeds.md").read_text()
-  assert "| 1 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired
+  assert "| 7 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired
+  assert "| 0 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired
