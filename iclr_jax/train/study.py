@@ -17,6 +17,7 @@ writes; see `metrics.append_jsonl`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -79,6 +80,18 @@ def mean_std(rows: Iterable[Mapping[str, Any]], *, by: Sequence[str],
 def pm(metric: str, digits: int = 3) -> Callable[[Mapping[str, Any]], str]:
   """A cell 'mean ± std' of an aggregated metric."""
   return lambda row: f"{row[metric]:.{digits}f} ± {row[metric + '_std']:.{digits}f}"
+
+
+def sign_test(ups: int, downs: int) -> float:
+  """Exact two-sided sign test of `ups` against `downs` (ties already dropped): the chance,
+  if either direction were equally likely, of a split at least this uneven."""
+  if min(ups, downs) < 0:
+    raise ValueError(f"ups and downs must be counts >= 0, got ups={ups}, downs={downs}")
+  n = ups + downs
+  if n == 0:
+    return 1.0
+  tail = sum(math.comb(n, i) for i in range(min(ups, downs) + 1))
+  return min(1.0, 2 * tail / 2**n)
 
 
 Cell = str | Callable[[Mapping[str, Any]], str]

@@ -19,6 +19,7 @@ from iclr_jax.recipes.audio import report  # noqa: E402
 from iclr_jax.recipes.audio.alm_model import PACK_BUCKET, AudioLM  # noqa: E402
 from iclr_jax.recipes.audio.encoder_stage import load_export  # noqa: E402
 from iclr_jax.recipes.common import language_model  # noqa: E402
+from iclr_jax.train.study import sign_test  # noqa: E402
 from tests.recipes.config_files import smoke_config  # noqa: E402
 
 
@@ -294,16 +295,6 @@ def test_reasoning_stage_reports_format_and_thinking_per_seed(tmp_path):
   assert "| 0.33 ± 0.17 (2) |" in report.seeds_table(report.seed_rows(ends))
 
 
-def test_sign_test_is_scipy_binomial_test():
-  stats = pytest.importorskip("scipy.stats")
-  for won, lost in ((34, 63), (20, 22), (0, 5), (7, 7), (14, 8), (1, 0)):
-    expected = stats.binomtest(won, won + lost, 0.5).pvalue
-    assert report.sign_test(won, lost) == pytest.approx(expected, rel=1e-12)
-  assert report.sign_test(0, 0) == 1.0
-  with pytest.raises(ValueError, match="won=-1, lost=3"):
-    report.sign_test(-1, 3)
-
-
 def _kept_chain(root, correct_by_stage):
   """Stage folders as committed away from their runs: `init_from` names a gone folder."""
   folders = []
@@ -329,7 +320,7 @@ def test_kept_folders_give_the_walked_chains_tables_and_paired_counts(tmp_path):
   assert (rows["mode"]["won"], rows["mode"]["lost"], rows["mode"]["n"]) == (3, 2, 6)
   assert (rows["key"]["won"], rows["key"]["lost"]) == (3, 0)
   assert (rows["all"]["won"], rows["all"]["lost"]) == (3 * 7, 2 * 6)
-  assert rows["all"]["p"] == pytest.approx(report.sign_test(21, 12))
+  assert rows["all"]["p"] == pytest.approx(sign_test(21, 12))
   only = report.paired_rows(kept, "alm_skills", "alm_think", clips={0, 1})
   assert (only[-1]["n"], only[-1]["won"], only[-1]["lost"]) == (14, 0, 6)  # clip 1 but key
   with pytest.raises(ValueError, match="predictions_alm_grpo.jsonl"):

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm
+from iclr_jax.train.study import Study, figure, markdown_table, mean_std, pm, sign_test
 
 
 def test_record_resume_and_select(tmp_path):
@@ -44,3 +44,13 @@ def test_markdown_table_and_figure(tmp_path):
     axes[0].plot([0, 1], [1, 0])
   with open(path, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sign_test_is_scipy_binomial_test():
+  stats = pytest.importorskip("scipy.stats")
+  for ups, downs in ((34, 63), (20, 22), (0, 5), (7, 7), (14, 8), (1, 0)):
+    expected = stats.binomtest(ups, ups + downs, 0.5).pvalue
+    assert sign_test(ups, downs) == pytest.approx(expected, rel=1e-12)
+  assert sign_test(0, 0) == 1.0
+  with pytest.raises(ValueError, match="ups=-1, downs=3"):
+    sign_test(-1, 3)

@@ -9,7 +9,6 @@ replicates of the sign test (two-sided, exact), on their seed-averaged values.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from iclr_jax.envs import propersim as env
 from iclr_jax.train.loop import write_json
-from iclr_jax.train.study import figure, markdown_table
+from iclr_jax.train.study import figure, markdown_table, sign_test
 
 
 _METRICS = ("satisfaction", "per_hour", *env.CRITERIA)
@@ -44,16 +43,6 @@ def _by_variant(rows):
   for (variant, day), rs in groups.items():
     out.setdefault(variant, {})[day] = _over_seeds(rs)
   return out
-
-
-def sign_test(ups: int, downs: int) -> float:
-  """Two-sided exact sign test p-value of `ups` against `downs` (ties left out)."""
-  n = ups + downs
-  if n == 0:
-    return 1.0
-  k = min(ups, downs)
-  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-  return min(1.0, 2 * tail)
 
 
 def _claim(first, last, metric, direction):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
 
 import numpy as np
@@ -13,7 +12,7 @@ import numpy as np
 from iclr_jax.datasets.music_qa import SKILLS
 from iclr_jax.rl.rewards import format_reward
 from iclr_jax.train.metrics import read_jsonl
-from iclr_jax.train.study import markdown_table
+from iclr_jax.train.study import markdown_table, sign_test
 
 ORDER = ("majority", "krumhansl_schmuckler", "llm_text_only", "alm_skills_text_only",
          "encoder_heads", "alm_skills", "alm_think", "alm_grpo")
@@ -115,9 +114,9 @@ def seed_clips(workdirs) -> set[int]:
 def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
   """Per method and skill, the mean and std over seeds of the accuracy on the test clips
   that every method of every chain was evaluated on. `workdirs`: one chain per seed, its
-  last stage folder or its list of folders (`stages`); a stage folder that several chains share (e.g. one encoder stage under
-  every seed) counts once. A 'mean' row per method averages its skills within each
-  seed first. `clips`: `seed_clips(workdirs)` when already computed."""
+  last stage folder or its list of folders (`stages`); a stage folder that several chains
+  share (e.g. one encoder stage under every seed) counts once. A 'mean' row per method
+  averages its skills within each seed first. `clips`: `seed_clips(workdirs)` when already computed."""
   dirs = list(dict.fromkeys(d for w in workdirs for d in stages(w)))
   clips = seed_clips(workdirs) if clips is None else clips
   per_dir = {d: subset_rows_of([d], clips) for d in dirs}
@@ -191,19 +190,6 @@ def write(workdir: str) -> str:
   return text
 
 
-def sign_test(won: int, lost: int) -> float:
-  """Exact two-sided sign test of `won` against `lost` (ties already dropped): the chance,
-  under 'either answer is equally likely to be the better one', of a split at least this
-  uneven."""
-  if min(won, lost) < 0:
-    raise ValueError(f"won and lost must be counts >= 0, got won={won}, lost={lost}")
-  n = won + lost
-  if n == 0:
-    return 1.0
-  tail = sum(math.comb(n, i) for i in range(min(won, lost) + 1))
-  return min(1.0, 2 * tail / 2**n)
-
-
 def _answers(folders, method: str) -> dict:
   for d in folders:
     path = os.path.join(d, f"predictions_{method}.jsonl")
@@ -216,7 +202,7 @@ def paired_rows(folders, before: str, after: str, clips: set[int]) -> list[dict]
   """Answer by answer, method `after` against method `before` (both found in `folders`, one
   chain) on the questions both answered about `clips`: per skill and over all ('all'), how
   many `after` gets right where `before` was wrong ('won'), the reverse ('lost'), and the
-  sign test's p."""
+  sign test's p (`train.study.sign_test`)."""
   a, b = _answers(folders, before), _answers(folders, after)
   items = [k for k in a if k in b and k[0] in clips]
   rows = []
