@@ -116,7 +116,8 @@ def seed_rows(workdirs, clips: set[int] | None = None) -> list[dict]:
   that every method of every chain was evaluated on. `workdirs`: one chain per seed, its
   last stage folder or its list of folders (`stages`); a stage folder that several chains
   share (e.g. one encoder stage under every seed) counts once. A 'mean' row per method
-  averages its skills within each seed first. `clips`: `seed_clips(workdirs)` when already computed."""
+  averages its skills within each seed first. `clips`: `seed_clips(workdirs)` when
+  already computed."""
   dirs = list(dict.fromkeys(d for w in workdirs for d in stages(w)))
   clips = seed_clips(workdirs) if clips is None else clips
   per_dir = {d: subset_rows_of([d], clips) for d in dirs}
