@@ -9,7 +9,8 @@ runs at hand, `--config.seed_chains` on the stage itself gives the same `table_s
   R=docs/results/music_flamingo
   python experiments/audio_seed_table.py --out_dir=$R \
     --chain=$R/encoder,$R/chain_s0/skills,$R/chain_s0/think,$R/chain_s0/grpo \
-    --chain=$R/chain_s1/encoder,$R/chain_s1/skills,$R/chain_s1/think,$R/chain_s1/grpo
+    --chain=$R/chain_s1/encoder,$R/chain_s1/skills,$R/chain_s1/think,$R/chain_s1/grpo \
+    --chain=$R/chain_s2/encoder,$R/chain_s2/skills,$R/chain_s2/think,$R/chain_s2/grpo
 
 Every comparison in `--pairs` ('before:after' method names) is made within each chain, on the
 test clips every method of every chain answered (the clips of `table_seeds.md`).
@@ -23,7 +24,7 @@ import os
 from absl import app, flags
 
 from iclr_jax.recipes.audio import report
-from iclr_jax.train.study import markdown_table
+from iclr_jax.train.study import markdown_table, sign_test
 
 _CHAIN = flags.DEFINE_multi_string("chain", [], "One seed's stage folders, comma-separated.")
 _PAIRS = flags.DEFINE_list("pairs", ["alm_skills:alm_think", "alm_think:alm_grpo",
@@ -41,20 +42,32 @@ def _seed(folders, default: int) -> int:
     return json.load(f).get("seed", default)
 
 
+def _p_text(row) -> str:
+  return "< 0.001" if row["p"] < 0.001 else f"{row['p']:.3f}"
+
+
 def paired_text(chains, pairs, clips) -> str:
-  """Markdown: a line per chain (named by its seed), comparison and skill ('all' first)."""
-  lines = []
+  """Markdown: a line per chain (named by its seed), comparison and skill ('all' first); with
+  several chains, then their counts summed per comparison and skill."""
+  lines, pooled = [], {}
   for i, folders in enumerate(chains):
     for pair in pairs:
       before, after = pair.split(":")
       rows = report.paired_rows(folders, before, after, clips)
       for r in rows[-1:] + rows[:-1]:
         lines.append(dict(seed=_seed(folders, i), pair=f"{before} → {after}", **r))
+        total = pooled.setdefault((lines[-1]["pair"], r["skill"]), [0, 0, 0])
+        for j, field in enumerate(("n", "won", "lost")):
+          total[j] += r[field]
+  if len(chains) > 1:
+    lines += [dict(seed="all seeds", pair=pair, skill=skill, n=n, won=won, lost=lost,
+                   p=sign_test(won, lost)) for (pair, skill), (n, won, lost) in pooled.items()]
   return (f"Answer by answer on the {len(clips)} test clips of table_seeds.md: 'won' counts "
           "answers right after and wrong before, 'lost' the reverse; p is the exact two-sided "
-          "sign test.\n\n" + markdown_table(lines, [
+          "sign test. 'all seeds' sums the counts over the chains (the same clips, answered by "
+          "each seed's own models).\n\n" + markdown_table(lines, [
               ("seed", "{seed}"), ("comparison", "{pair}"), ("skill", "{skill}"),
-              ("answers", "{n}"), ("won", "{won}"), ("lost", "{lost}"), ("p", "{p:.3f}")]))
+              ("answers", "{n}"), ("won", "{won}"), ("lost", "{lost}"), ("p", _p_text)]))
 
 
 def main(argv):

@@ -333,8 +333,9 @@ def test_seed_table_binary_writes_both_tables(tmp_path):
   chains = []
   for seed in range(2):
     right = {(c, s): (c + seed) % 2 == 0 for c in range(4) for s in report.SKILLS}
+    after = {(c, s): c < 3 for c in range(4) for s in report.SKILLS}
     chains.append(_kept_chain(tmp_path / f"s{seed}", {("skills", "alm_skills"): right,
-                                                      ("think", "alm_think"): right}))
+                                                      ("think", "alm_think"): after}))
   with open(os.path.join(chains[1][-1], "config.json"), "w") as f:
     json.dump({"init_from": "", "seed": 7}, f)  # the paired table names chains by seed
   root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -344,7 +345,11 @@ def test_seed_table_binary_writes_both_tables(tmp_path):
       cwd=root, capture_output=True, text=True, check=False)
   assert out.returncode == 0, out.stderr
   seeds = (tmp_path / "table_seeds.md").read_text()
-  assert "on the 4 test clips" in seeds and "| alm_think | think | 0.500 ± 0.000 (2) |" in seeds
+  assert "on the 4 test clips" in seeds and "| alm_think | think | 0.750 ± 0.000 (2) |" in seeds
   paired = (tmp_path / "paired_seeds.md").read_text()
-  assert "| 7 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired
-  assert "| 0 | alm_skills → alm_think | all | 28 | 0 | 0 | 1.000 |" in paired
+  # seed 0 right on clips 0, 2 then 0-2: wins clip 1; seed 7 right on 1, 3 then 0-2
+  assert "| 0 | alm_skills → alm_think | all | 28 | 7 | 0 | 0.016 |" in paired
+  assert "| 7 | alm_skills → alm_think | all | 28 | 14 | 7 | 0.189 |" in paired
+  assert f"| all seeds | alm_skills → alm_think | all | 56 | 21 | 7 | {sign_test(21, 7):.3f} |" \
+      in paired
+  assert "| all seeds | alm_skills → alm_think | key | 8 | 3 | 1 | 0.625 |" in paired
