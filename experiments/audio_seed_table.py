@@ -53,10 +53,11 @@ def paired_text(chains, pairs, clips) -> str:
   for i, folders in enumerate(chains):
     for pair in pairs:
       before, after = pair.split(":")
+      name = f"{before} → {after}"
       rows = report.paired_rows(folders, before, after, clips)
       for r in rows[-1:] + rows[:-1]:
-        lines.append(dict(seed=_seed(folders, i), pair=f"{before} → {after}", **r))
-        total = pooled.setdefault((lines[-1]["pair"], r["skill"]), [0, 0, 0])
+        lines.append(dict(seed=_seed(folders, i), pair=name, **r))
+        total = pooled.setdefault((name, r["skill"]), [0, 0, 0])
         for j, field in enumerate(("n", "won", "lost")):
           total[j] += r[field]
   if len(chains) > 1:
